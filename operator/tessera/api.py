@@ -1,0 +1,545 @@
+"""The public API: pydantic models of AcceleratorPool and Workload (spec and status).
+Pure data; imports nothing from Kubernetes, kopf or the other layers. CRDs are generated from it."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+GROUP = "tessera.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+# Label keys that Tessera writes on the pods it creates.
+WORKLOAD_LABEL = f"{GROUP}/workload"
+POOL_LABEL = f"{GROUP}/pool"
+REPLICA_LABEL = f"{GROUP}/replica"
+
+# Extended resources that identify accelerators: a workload's template may not request
+# them itself, because Tessera adds the pool's resource when it places the pods.
+ACCELERATOR_RESOURCE_PATTERN = (
+    r"^(nvidia\.com|amd\.com|habana\.ai|gpu\.intel\.com|aws\.amazon\.com)/.+$|^google\.com/tpu$"
+)
+EXTENDED_RESOURCE_PATTERN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z]{2,}/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+MODEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+SOFTWARE_KEY_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
+VERSION_PATTERN = r"^[0-9]+(\.[0-9]+){0,3}$"
+CONSTRAINT_PATTERN = r"^(>=|<=|==|>|<|=|~)?\s*[0-9]+(\.[0-9]+){0,3}$"
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(s|m|h|d))+$"
+
+
+class Vendor(StrEnum):
+    """Who makes the accelerator; `other` admits hardware the catalog does not know."""
+
+    NVIDIA = "nvidia"
+    AMD = "amd"
+    INTEL = "intel"
+    GOOGLE = "google"
+    AWS = "aws"
+    OTHER = "other"
+
+
+class Precision(StrEnum):
+    """Numeric formats, widest first."""
+
+    FP32 = "fp32"
+    TF32 = "tf32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    INT8 = "int8"
+    FP4 = "fp4"
+
+
+class Objective(StrEnum):
+    """What the scorer optimises when no custom weights are given."""
+
+    PERFORMANCE = "performance"
+    COST = "cost"
+    ENERGY = "energy"
+    BALANCED = "balanced"
+
+
+class Profile(StrEnum):
+    """Which roofline bound dominates the workload: peak FLOPS or memory bandwidth."""
+
+    COMPUTE = "compute"
+    MEMORY = "memory"
+
+
+class Phase(StrEnum):
+    """Where a Workload is in its life."""
+
+    PENDING = "Pending"
+    PLACED = "Placed"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class _Model(BaseModel):
+    """Frozen, camelCase on the wire, tolerant of fields added by newer versions."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        use_enum_values=False,
+    )
+
+
+def _field(description: str, default: Any = ..., **kwargs: Any) -> Any:
+    """A field with a mandatory description (it becomes `kubectl explain` text)."""
+    return Field(default, description=description, **kwargs)
+
+
+# --- Shared Kubernetes shapes -------------------------------------------------------------
+
+
+class LabelSelectorRequirement(_Model):
+    """One expression of a label selector."""
+
+    key: str = _field("The label key the selector applies to.", min_length=1, max_length=317)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = _field(
+        "How the key relates to the values: In, NotIn, Exists or DoesNotExist."
+    )
+    values: list[str] = _field(
+        "Values for In and NotIn; must be empty for Exists and DoesNotExist.",
+        default_factory=list,
+    )
+
+
+class LabelSelector(_Model):
+    """A Kubernetes label selector: matchLabels and matchExpressions, ANDed together."""
+
+    match_labels: dict[str, str] = _field(
+        "Labels that must all be present with exactly these values.", default_factory=dict
+    )
+    match_expressions: list[LabelSelectorRequirement] = _field(
+        "Expressions that must all hold.", default_factory=list
+    )
+
+    def is_empty(self) -> bool:
+        return not self.match_labels and not self.match_expressions
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """Kubernetes semantics: every matchLabels pair and every expression must hold."""
+        if any(labels.get(k) != v for k, v in self.match_labels.items()):
+            return False
+        for req in self.match_expressions:
+            present = req.key in labels
+            if req.operator == "In" and not (present and labels[req.key] in req.values):
+                return False
+            if req.operator == "NotIn" and present and labels[req.key] in req.values:
+                return False
+            if req.operator == "Exists" and not present:
+                return False
+            if req.operator == "DoesNotExist" and present:
+                return False
+        return True
+
+
+class Toleration(_Model):
+    """A pod toleration, copied onto every pod placed in the pool."""
+
+    key: str | None = _field("The taint key to tolerate; empty with Exists matches all.", None)
+    operator: Literal["Equal", "Exists"] = _field(
+        "Equal matches key and value; Exists matches any value.", "Equal"
+    )
+    value: str | None = _field("The taint value to match when operator is Equal.", None)
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = _field(
+        "The taint effect to tolerate; empty tolerates all effects.", None
+    )
+    toleration_seconds: int | None = _field(
+        "How long a NoExecute taint is tolerated before eviction.", None, ge=0
+    )
+
+
+class EnvVar(_Model):
+    """A literal environment variable for a vendor variant."""
+
+    name: str = _field("Variable name.", pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$", max_length=253)
+    value: str = _field("Variable value.", "")
+
+
+class Condition(_Model):
+    """A metav1.Condition: the latest observation of one aspect of the object's state."""
+
+    type: str = _field("Condition type, CamelCase, e.g. Ready or Placed.", max_length=316)
+    status: Literal["True", "False", "Unknown"] = _field("True, False or Unknown.")
+    reason: str = _field("CamelCase reason for the last transition.", max_length=1024)
+    message: str = _field("Human-readable details.", "", max_length=32768)
+    observed_generation: int | None = _field(
+        "The .metadata.generation this condition was set from.", None, ge=0
+    )
+    last_transition_time: datetime = _field("When the status last changed.")
+
+
+# --- AcceleratorPool ---------------------------------------------------------------------
+
+
+class PoolAccelerator(_Model):
+    """What accelerator the pool's nodes carry; catalog facts fill what is not given here."""
+
+    vendor: Vendor = _field("Who makes the accelerator: nvidia, amd, intel, google, aws or other.")
+    model: str | None = _field(
+        "Catalog model key, e.g. H100-SXM5-80GB. Optional when the nodes' labels identify it.",
+        None,
+        pattern=MODEL_PATTERN,
+    )
+    resource_name: str | None = _field(
+        "The device plugin's extended resource, e.g. nvidia.com/gpu. Defaults from the catalog.",
+        None,
+        pattern=EXTENDED_RESOURCE_PATTERN,
+        max_length=253,
+    )
+    memory_gib: float | None = _field(
+        "Memory per device in GiB, overriding the catalog.", None, gt=0, alias="memoryGiB"
+    )
+    memory_bandwidth_tbps: float | None = _field(
+        "Memory bandwidth per device in TB/s, overriding the catalog.",
+        None,
+        gt=0,
+        alias="memoryBandwidthTBps",
+    )
+    peak_tflops: dict[Precision, Annotated[float, Field(gt=0)]] = _field(
+        "Peak dense TFLOPS per precision, overriding the catalog. With memoryGiB, required for "
+        "hardware the catalog does not know.",
+        default_factory=dict,
+        alias="peakTFLOPS",
+    )
+
+
+class AcceleratorPoolSpec(_Model):
+    """Desired state of an AcceleratorPool: which nodes, which accelerator, on what terms."""
+
+    accelerator: PoolAccelerator = _field("The accelerator every node of the pool carries.")
+    node_selector: LabelSelector = _field(
+        "Selects the pool's nodes by their labels. Must not be empty: an empty selector would "
+        "claim every node of the cluster."
+    )
+    tolerations: list[Toleration] = _field(
+        "Tolerations added to every pod placed in this pool (for the nodes' taints).",
+        default_factory=list,
+    )
+    cost_per_device_hour: float | None = _field(
+        "Price of one device for one hour, overriding the catalog's default price.", None, ge=0
+    )
+    power_watts: float | None = _field(
+        "Power per device in watts, overriding the catalog's TDP.", None, gt=0
+    )
+    software: dict[
+        Annotated[str, Field(pattern=SOFTWARE_KEY_PATTERN)],
+        Annotated[str, Field(pattern=VERSION_PATTERN)],
+    ] = _field(
+        "Software versions installed on the nodes, e.g. {cuda: '12.4', driver: '550.54'}.",
+        default_factory=dict,
+    )
+    features: list[Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]] = _field(
+        "Capabilities beyond the catalog's, e.g. nvlink, infiniband.", default_factory=list
+    )
+    preference: int = _field(
+        "Admin bias added to every score on this pool, from -100 (avoid) to 100 (prefer).",
+        0,
+        ge=-100,
+        le=100,
+    )
+    draining: bool = _field(
+        "No new placements; running service workloads migrate to other pools, one pod at a time.",
+        False,
+    )
+    namespace_selector: LabelSelector | None = _field(
+        "Which namespaces may place workloads here; unset allows all. Select by name with the "
+        "kubernetes.io/metadata.name label.",
+        None,
+    )
+
+
+class ResolvedAccelerator(_Model):
+    """The accelerator facts the pool is scored with, after catalog, labels and overrides."""
+
+    vendor: Vendor = _field("Vendor.")
+    model: str = _field("Model key, or Unknown when neither spec nor labels identify it.")
+    source: Literal["spec", "labels", "unknown"] = _field(
+        "Where the model came from: the spec, the nodes' labels, or nowhere."
+    )
+    resource_name: str = _field("Device-plugin resource requested for each device.")
+    memory_gib: float = _field("Memory per device in GiB.", 0.0, alias="memoryGiB")
+    peak_tflops: dict[Precision, float] = _field(
+        "Peak dense TFLOPS per precision.", default_factory=dict, alias="peakTFLOPS"
+    )
+    cost_per_device_hour: float = _field("Price per device-hour used in scoring.", 0.0)
+    power_watts: float = _field("Power per device in watts used in scoring.", 0.0)
+
+
+class DeviceCounts(_Model):
+    """Devices of the pool's resource summed over its nodes."""
+
+    capacity: int = _field("Devices the nodes report as capacity.", 0, ge=0)
+    allocatable: int = _field("Devices the nodes report as allocatable.", 0, ge=0)
+    allocated: int = _field(
+        "Devices requested by non-terminal pods on the nodes, plus Tessera pods not yet bound.",
+        0,
+        ge=0,
+    )
+    available: int = _field("Allocatable minus allocated, on Ready nodes.", 0, ge=0)
+
+
+class PoolSummary(_Model):
+    """Pre-formatted figures for `kubectl get` columns."""
+
+    nodes: str = _field("Ready/total nodes, e.g. 3/4.", "0/0")
+    devices: str = _field("Available/allocatable devices, e.g. 20/32.", "0/0")
+
+
+class AcceleratorPoolStatus(_Model):
+    """Observed state of an AcceleratorPool."""
+
+    observed_generation: int | None = _field("The generation this status describes.", None)
+    accelerator: ResolvedAccelerator | None = _field("The accelerator as resolved.", None)
+    nodes: int = _field("Nodes the selector matches.", 0, ge=0)
+    ready_nodes: int = _field("Matched nodes that are Ready.", 0, ge=0)
+    node_names: list[str] = _field("Names of the matched nodes, sorted.", default_factory=list)
+    devices: DeviceCounts = _field("Device counts.", default_factory=DeviceCounts)
+    summary: PoolSummary = _field("Figures for kubectl columns.", default_factory=PoolSummary)
+    conditions: list[Condition] = _field("Ready, Degraded and others.", default_factory=list)
+
+
+class AcceleratorPool(_Model):
+    """A set of nodes with one accelerator type and generation (cluster-scoped)."""
+
+    api_version: Literal["tessera.dev/v1alpha1"] = _field("API version.", API_VERSION)
+    kind: Literal["AcceleratorPool"] = _field("Kind.", "AcceleratorPool")
+    metadata: dict[str, Any] = _field("Standard object metadata.", default_factory=dict)
+    spec: AcceleratorPoolSpec = _field("Desired state.")
+    status: AcceleratorPoolStatus | None = _field("Observed state.", None)
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name", ""))
+
+
+# --- Workload ------------------------------------------------------------------------------
+
+
+class AcceleratorNeeds(_Model):
+    """What each pod of the workload needs from an accelerator."""
+
+    count: int = _field("Devices per pod; all on one node.", 1, ge=1, le=64)
+    min_memory_gib: float | None = _field(
+        "Minimum memory per device in GiB.", None, gt=0, alias="minMemoryGiB"
+    )
+    precision: Precision = _field(
+        "Numeric precision the workload computes in; the pool must support it.", Precision.BF16
+    )
+    profile: Profile = _field(
+        "compute: scored by peak FLOPS at the precision; memory: by memory bandwidth.",
+        Profile.COMPUTE,
+    )
+    vendors: list[Vendor] = _field("Allowed vendors; empty allows any.", default_factory=list)
+    models: list[Annotated[str, Field(pattern=MODEL_PATTERN)]] = _field(
+        "Allowed models (catalog keys); empty allows any.", default_factory=list
+    )
+    exclude_models: list[Annotated[str, Field(pattern=MODEL_PATTERN)]] = _field(
+        "Models never to use.", default_factory=list
+    )
+    pools: list[Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=253)]] = _field(
+        "Allowed pools by name; empty allows any.", default_factory=list
+    )
+    features: list[Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]] = _field(
+        "Capabilities the pool must have, e.g. nvlink.", default_factory=list
+    )
+    software: dict[
+        Annotated[str, Field(pattern=SOFTWARE_KEY_PATTERN)],
+        Annotated[str, Field(pattern=CONSTRAINT_PATTERN)],
+    ] = _field(
+        "Version constraints on the pool's software, e.g. {cuda: '>=12.1', rocm: '>=6.0'}. "
+        "A constraint applies only to pools that have that software's vendor stack.",
+        default_factory=dict,
+    )
+    throughput: dict[
+        Annotated[str, Field(pattern=MODEL_PATTERN)], Annotated[float, Field(gt=0)]
+    ] = _field(
+        "Measured relative throughput per model (any unit, higher is faster); beats the "
+        "catalog's estimate where given.",
+        default_factory=dict,
+    )
+
+
+class Weights(_Model):
+    """Custom weights of the score terms; they need not sum to 1, but not all may be 0."""
+
+    performance: float = _field("Weight of speed.", 0.0, ge=0, le=1)
+    cost: float = _field("Weight of cost per unit of work.", 0.0, ge=0, le=1)
+    energy: float = _field("Weight of energy per unit of work.", 0.0, ge=0, le=1)
+
+
+class PlacementPolicy(_Model):
+    """How long to wait for the scheduler before trying the next pool."""
+
+    fallback_after_seconds: int = _field(
+        "Pods the scheduler leaves Unschedulable this long are withdrawn and the next pool is "
+        "tried; 0 disables fallback.",
+        300,
+        ge=0,
+        le=86400,
+    )
+
+
+class Variant(_Model):
+    """What changes in the pod when the workload lands on a given vendor or model."""
+
+    image: str | None = _field("Container image for the first container.", None, min_length=1)
+    env: list[EnvVar] = _field("Environment variables added to every container.", default_factory=list)
+    args: list[str] | None = _field("Arguments replacing the first container's args.", None)
+    command: list[str] | None = _field("Command replacing the first container's command.", None)
+
+
+class WorkloadSpec(_Model):
+    """Desired state of a Workload: a pod template plus what it needs and what it optimises."""
+
+    replicas: int = _field("Pods; placed as a gang, all or none.", 1, ge=1, le=1024)
+    accelerator: AcceleratorNeeds = _field(
+        "What each pod needs from an accelerator.", default_factory=AcceleratorNeeds
+    )
+    objective: Objective = _field(
+        "What to optimise: performance, cost, energy or balanced.", Objective.BALANCED
+    )
+    weights: Weights | None = _field("Custom weights; override the objective when set.", None)
+    priority: int = _field(
+        "Higher is placed first; equal priorities go oldest first.", 0, ge=-1000, le=1000
+    )
+    estimated_duration: str | None = _field(
+        "Expected run time on the best pool, e.g. 6h or 90m; lets placement weigh waiting for "
+        "a faster pool against starting now on a slower one.",
+        None,
+        pattern=DURATION_PATTERN,
+    )
+    placement: PlacementPolicy = _field(
+        "Fallback policy.", default_factory=PlacementPolicy
+    )
+    template: dict[str, Any] = _field(
+        "Pod template (a PodTemplateSpec). Tessera adds node affinity, device requests, "
+        "tolerations, the vendor variant and TESSERA_* environment variables."
+    )
+    variants: dict[str, Variant] = _field(
+        "Per vendor or model (a model key beats a vendor key): image, env and args to use there.",
+        default_factory=dict,
+    )
+
+    @property
+    def restart_policy(self) -> str:
+        return str(self.template.get("spec", {}).get("restartPolicy", "Always"))
+
+    @property
+    def is_service(self) -> bool:
+        """Always-restart pods are services: recreated when they vanish, migrated off drains."""
+        return self.restart_policy == "Always"
+
+    def duration_seconds(self) -> float | None:
+        return parse_duration(self.estimated_duration) if self.estimated_duration else None
+
+
+class ScoreBreakdown(_Model):
+    """How a pool's score was made: each normalised term in [0, 1] and the total."""
+
+    performance: float = _field("Normalised speed (1 = fastest feasible pool).", 0.0)
+    cost: float = _field("Normalised cheapness per unit of work (1 = cheapest).", 0.0)
+    energy: float = _field("Normalised frugality per unit of work (1 = least energy).", 0.0)
+    preference: float = _field("Admin preference contribution.", 0.0)
+    throughput: float = _field("Estimated throughput per device the terms were made from.", 0.0)
+
+
+class Candidate(_Model):
+    """One pool as the scorer saw it for this workload."""
+
+    pool: str = _field("Pool name.")
+    accelerator: str = _field("Model key of the pool's accelerator.", "")
+    feasible: bool = _field("Whether the pool can run the workload at all.")
+    fits_now: bool = _field("Whether the pool has room for every replica now.", False)
+    score: float = _field("Total score, 0-100 plus preference; higher is better.", 0.0)
+    breakdown: ScoreBreakdown | None = _field("The terms of the score.", None)
+    reasons: list[str] = _field("Why the pool is ruled out or waits.", default_factory=list)
+
+
+class Assignment(_Model):
+    """Where one replica of the workload goes."""
+
+    replica: int = _field("Replica index, from 0.", ge=0)
+    node: str = _field("Node the replica's devices were reserved on.")
+
+
+class ExcludedPool(_Model):
+    """A pool withdrawn from after the scheduler could not bind pods there."""
+
+    pool: str = _field("Pool name.")
+    reason: str = _field("Why it was withdrawn from.")
+
+
+class WorkloadSummary(_Model):
+    """Pre-formatted figures for `kubectl get` columns."""
+
+    ready: str = _field("Ready/desired replicas, e.g. 2/4.", "0/0")
+
+
+class WorkloadStatus(_Model):
+    """Observed state of a Workload: where it was placed, why, and how its pods are doing."""
+
+    observed_generation: int | None = _field("The generation this status describes.", None)
+    phase: Phase = _field("Pending, Placed, Running, Succeeded or Failed.", Phase.PENDING)
+    pool: str | None = _field("Pool the workload is placed on.", None)
+    accelerator: str | None = _field("Model key of the accelerator it is placed on.", None)
+    vendor: Vendor | None = _field("Vendor of that accelerator.", None)
+    score: float | None = _field("Score of the chosen pool.", None)
+    assignments: list[Assignment] = _field(
+        "Node reserved for each replica by the placement decision.", default_factory=list
+    )
+    candidates: list[Candidate] = _field(
+        "Pools considered, best first, capped at 8.", default_factory=list
+    )
+    excluded_pools: list[ExcludedPool] = _field(
+        "Pools withdrawn from after a fallback; not tried again.", default_factory=list
+    )
+    replicas: int = _field("Pods that exist.", 0, ge=0)
+    ready_replicas: int = _field("Pods that are Ready (or Succeeded, for batch).", 0, ge=0)
+    summary: WorkloadSummary = _field("Figures for kubectl columns.", default_factory=WorkloadSummary)
+    message: str = _field("One line on the current state.", "")
+    placed_at: datetime | None = _field("When the placement decision was made.", None)
+    conditions: list[Condition] = _field("Placed, Ready and others.", default_factory=list)
+
+
+class Workload(_Model):
+    """A pod template plus accelerator needs and an objective (namespaced)."""
+
+    api_version: Literal["tessera.dev/v1alpha1"] = _field("API version.", API_VERSION)
+    kind: Literal["Workload"] = _field("Kind.", "Workload")
+    metadata: dict[str, Any] = _field("Standard object metadata.", default_factory=dict)
+    spec: WorkloadSpec = _field("Desired state.")
+    status: WorkloadStatus | None = _field("Observed state.", None)
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name", ""))
+
+    @property
+    def namespace(self) -> str:
+        return str(self.metadata.get("namespace", ""))
+
+
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration such as `6h`, `1h30m` or `90m` (the schema's pattern)."""
+    parts = re.findall(r"([0-9]+(?:\.[0-9]+)?)([smhd])", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 90m, 6h or 1h30m)")
+    return sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
