@@ -1,18 +1,47 @@
-"""The accelerator catalog: the models Tessera knows, read from the packaged data/catalog.yaml.
-Pure data and lookups; imports only tessera.api (no kopf, kubernetes or prometheus_client)."""
+"""The accelerator catalog: the models Tessera knows, the node labels that identify them, and
+a pool's accelerator resolved from catalog, labels and spec. Imports only tessera.api (no I/O
+but reading the packaged data/catalog.yaml; no kopf, kubernetes or prometheus_client)."""
 
 from __future__ import annotations
 
+import fnmatch
 import functools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources
-from typing import Annotated
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import Field
 
-from tessera.api import MODEL_PATTERN, Precision, Vendor, _Model
+from tessera.api import (
+    MODEL_PATTERN,
+    AcceleratorPoolSpec,
+    Precision,
+    ResolvedAccelerator,
+    Vendor,
+    _Model,
+)
 
 _DATA = "data/catalog.yaml"
+UNKNOWN = "Unknown"
+
+# Used when neither the spec nor the catalog names the device-plugin resource or stack.
+DEFAULT_RESOURCE = {
+    Vendor.NVIDIA: "nvidia.com/gpu",
+    Vendor.AMD: "amd.com/gpu",
+    Vendor.GOOGLE: "google.com/tpu",
+    Vendor.AWS: "aws.amazon.com/neuron",
+}
+_STACK_BY_RESOURCE_PREFIX = {
+    "nvidia.com/": "cuda",
+    "amd.com/": "rocm",
+    "habana.ai/": "synapse",
+    "gpu.intel.com/": "oneapi",
+    "google.com/": "xla",
+    "aws.amazon.com/": "neuron",
+}
 
 
 class Sources(_Model):
@@ -44,12 +73,47 @@ class AcceleratorModel(_Model):
     instance_types: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class _Index:
+    """The catalog's discovery data, arranged for lookups."""
+
+    models: dict[str, AcceleratorModel]
+    by_label: dict[str, dict[str, frozenset[str]]]  # key -> normalised value -> models
+    instance_types: tuple[tuple[str, str], ...]  # (lower-case glob, model)
+    memory_labels: tuple[str, ...]
+
+
+def _norm(value: str) -> str:
+    return re.sub(r"[\s_]+", "-", value.strip()).lower()
+
+
 @functools.cache
+def _index() -> _Index:
+    text = resources.files("tessera").joinpath(_DATA).read_text(encoding="utf-8")
+    raw = yaml.safe_load(text)
+    models = {k: AcceleratorModel.model_validate({"key": k, **v}) for k, v in raw["models"].items()}
+    by_label: dict[str, dict[str, set[str]]] = {}
+    for m in models.values():
+        for key, values in m.labels.items():
+            for value in values:
+                by_label.setdefault(key, {}).setdefault(_norm(value), set()).add(m.key)
+    for vendor, labels in raw.get("vendorLabels", {}).items():
+        of_vendor = {m.key for m in models.values() if m.vendor == vendor}
+        for key, values in labels.items():
+            for value in values:
+                by_label.setdefault(key, {}).setdefault(_norm(value), set()).update(of_vendor)
+    globs = tuple((g.lower(), m.key) for m in models.values() for g in m.instance_types)
+    return _Index(
+        models=models,
+        by_label={k: {v: frozenset(s) for v, s in vs.items()} for k, vs in by_label.items()},
+        instance_types=globs,
+        memory_labels=tuple(raw.get("memoryLabels", ())),
+    )
+
+
 def catalog() -> dict[str, AcceleratorModel]:
     """Every model of the packaged catalog by key, validated once and cached."""
-    text = resources.files("tessera").joinpath(_DATA).read_text(encoding="utf-8")
-    raw = yaml.safe_load(text)["models"]
-    return {key: AcceleratorModel.model_validate({"key": key, **body}) for key, body in raw.items()}
+    return _index().models
 
 
 def model_names() -> list[str]:
@@ -60,3 +124,259 @@ def model_names() -> list[str]:
 def get(model: str) -> AcceleratorModel | None:
     """The catalog entry for a model key, or None when the catalog does not know it."""
     return catalog().get(model)
+
+
+# --- Discovery: node labels -> model ---------------------------------------------------------
+
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+_GFD_PRODUCT = "nvidia.com/gpu.product"
+_GFD_SUFFIXES = ("-shared",)  # GFD appends -SHARED when devices are time-sliced
+
+
+class Discovery(_Model):
+    """What a node's (or a pool's) labels say about its accelerator."""
+
+    status: Literal["identified", "none", "unknown", "ambiguous", "conflict"] = Field(
+        description="identified: one model; none: no accelerator labels; unknown: labels "
+        "name nothing the catalog knows; ambiguous: several models fit; conflict: labels disagree."
+    )
+    model: str | None = Field(None, description="The catalog key when identified.")
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="The accelerator labels that were read."
+    )
+    candidates: tuple[str, ...] = Field((), description="Models the labels leave open.")
+    message: str = Field("", description="One sentence for a status condition.")
+
+
+def _memory_gib(value: str) -> float | None:
+    """Memory per device from a label: MiB as GFD and Karpenter write it, or `192G`."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([GgMm]i?[Bb]?)?\s*", value)
+    if not m:
+        return None
+    number, unit = float(m.group(1)), (m.group(2) or "").lower()
+    return number if unit.startswith("g") else number / 1024
+
+
+def _lookup(key: str, value: str) -> frozenset[str] | None:
+    """Models a label names; None when the key identifies accelerators but the value is new."""
+    if key == INSTANCE_TYPE_LABEL:
+        low = value.lower()
+        return frozenset(m for g, m in _index().instance_types if fnmatch.fnmatchcase(low, g))
+    values = _index().by_label.get(key)
+    if values is None:
+        return frozenset()
+    norm = _norm(value)
+    if key == _GFD_PRODUCT:
+        for suffix in _GFD_SUFFIXES:
+            norm = norm.removesuffix(suffix)
+    return values.get(norm)
+
+
+def discover(labels: Mapping[str, str]) -> Discovery:
+    """Identify a node's accelerator from its labels; never raises, whatever the labels say."""
+    read: dict[str, str] = {}
+    sets: list[tuple[str, frozenset[str]]] = []
+    unrecognised: dict[str, str] = {}
+    for key in sorted(labels):
+        found = _lookup(key, labels[key])
+        if found is None:
+            unrecognised[key] = labels[key]
+            read[key] = labels[key]
+        elif found:
+            sets.append((key, found))
+            read[key] = labels[key]
+    if not sets:
+        if unrecognised:
+            said = ", ".join(f"{k}={v}" for k, v in unrecognised.items())
+            return Discovery(
+                status="unknown", labels=read, message=f"unknown model: the catalog has no {said}"
+            )
+        return Discovery(status="none", message="no accelerator labels on the node")
+    left = functools.reduce(lambda a, b: a & b, (s for _, s in sets))
+    if not left:
+        said = "; ".join(f"{k}={labels[k]} says {'/'.join(sorted(s))}" for k, s in sets)
+        return Discovery(status="conflict", labels=read, message=f"labels disagree: {said}")
+    if len(left) > 1:
+        left = _narrow_by_memory(left, labels, read)
+    if len(left) == 1:
+        (model,) = left
+        return Discovery(status="identified", model=model, labels=read, candidates=(model,))
+    options = tuple(sorted(left))
+    return Discovery(
+        status="ambiguous",
+        labels=read,
+        candidates=options,
+        message=f"labels fit several models: {', '.join(options)}; set spec.accelerator.model",
+    )
+
+
+def _narrow_by_memory(
+    left: frozenset[str], labels: Mapping[str, str], read: dict[str, str]
+) -> frozenset[str]:
+    models = catalog()
+    for key in _index().memory_labels:
+        gib = _memory_gib(labels[key]) if key in labels else None
+        if gib is None:
+            continue
+        close = frozenset(m for m in left if abs(models[m].memory_gib - gib) <= 0.1 * gib)
+        if close:
+            read[key] = labels[key]
+            return close
+    return left
+
+
+def discover_pool(nodes: Mapping[str, Mapping[str, str]]) -> Discovery:
+    """Identify a pool's accelerator from its nodes' labels (node name -> labels)."""
+    found: dict[str, list[str]] = {}
+    first: Discovery | None = None
+    for name in sorted(nodes):
+        d = discover(nodes[name])
+        if d.status == "identified" and d.model:
+            found.setdefault(d.model, []).append(name)
+            first = first or d
+        elif d.status in ("conflict", "ambiguous", "unknown"):
+            return d.model_copy(update={"message": f"node {name}: {d.message}"})
+    if len(found) > 1:
+        said = "; ".join(f"{m} on {', '.join(ns)}" for m, ns in sorted(found.items()))
+        return Discovery(
+            status="conflict",
+            candidates=tuple(sorted(found)),
+            message=f"nodes carry different accelerators: {said}",
+        )
+    if first is None:
+        return Discovery(status="none", message="no node of the pool has accelerator labels")
+    return first
+
+
+# --- Resolution: catalog + labels + spec overrides -> the facts placement scores with -----
+
+
+class Accelerator(_Model):
+    """A pool's accelerator as placement sees it: catalog facts with the pool's overrides."""
+
+    vendor: Vendor
+    model: str
+    source: Literal["spec", "labels", "unknown"]
+    resource_name: str
+    memory_gib: float = 0.0
+    memory_bandwidth_tbps: float = 0.0
+    peak_tflops: dict[Precision, float] = Field(default_factory=dict)
+    cost_per_device_hour: float = 0.0
+    power_watts: float = 0.0
+    software: str | None = None  # the stack it needs: cuda, rocm, synapse, oneapi, xla, neuron
+    features: frozenset[str] = frozenset()  # interconnect and other capabilities
+
+    def to_api(self) -> ResolvedAccelerator:
+        """The status.accelerator shape of the AcceleratorPool."""
+        return ResolvedAccelerator(
+            vendor=self.vendor,
+            model=self.model,
+            source=self.source,
+            resource_name=self.resource_name,
+            memory_gib=self.memory_gib,
+            peak_tflops=dict(self.peak_tflops),
+            cost_per_device_hour=self.cost_per_device_hour,
+            power_watts=self.power_watts,
+        )
+
+
+class Resolution(_Model):
+    """The outcome of resolving a pool's accelerator, with what stands in the way of using it."""
+
+    accelerator: Accelerator
+    status: Literal["resolved", "unknown", "conflict"]
+    problems: tuple[str, ...] = ()
+    discovery: Discovery | None = None
+
+    @property
+    def usable(self) -> bool:
+        """Whether placement can score this pool: known memory and FLOPS, no conflict."""
+        return not self.problems
+
+
+def stack_for(resource_name: str) -> str | None:
+    """The software stack a device-plugin resource implies (nvidia.com/ -> cuda, ...)."""
+    for prefix, stack in _STACK_BY_RESOURCE_PREFIX.items():
+        if resource_name.startswith(prefix):
+            return stack
+    return None
+
+
+def resolve_accelerator(
+    spec: AcceleratorPoolSpec, nodes: Mapping[str, Mapping[str, str]] | None = None
+) -> Resolution:
+    """Resolve a pool's accelerator: the spec's model (or the nodes' labels) looked up in the
+    catalog, then the spec's overrides applied. Unknown models and conflicts are results with
+    problems in sentences, never exceptions."""
+    want = spec.accelerator
+    found = discover_pool(nodes or {})
+    problems: list[str] = []
+    status: Literal["resolved", "unknown", "conflict"] = "resolved"
+    source: Literal["spec", "labels", "unknown"]
+    if want.model:
+        source, key = "spec", want.model
+        if found.status == "identified" and found.model != want.model:
+            status = "conflict"
+            problems.append(f"spec names {want.model} but the nodes' labels say {found.model}")
+    elif found.status == "identified" and found.model:
+        source, key = "labels", found.model
+    else:
+        source, key = "unknown", UNKNOWN
+        if found.status == "conflict":
+            status = "conflict"
+            problems.append(found.message)
+        else:
+            status = "unknown"
+    entry = get(key)
+    if entry is not None and entry.vendor != want.vendor:
+        status = "conflict"
+        problems.append(f"spec says vendor {want.vendor.value} but {key} is {entry.vendor.value}")
+    tflops: dict[Precision, float] = dict(entry.peak_tflops) if entry else {}
+    tflops.update(want.peak_tflops)
+    resource = (
+        want.resource_name
+        or (entry.resource_name if entry else None)
+        or DEFAULT_RESOURCE.get(want.vendor, "")
+    )
+    accelerator = Accelerator(
+        vendor=want.vendor,
+        model=key,
+        source=source,
+        resource_name=resource,
+        memory_gib=want.memory_gib or (entry.memory_gib if entry else 0.0),
+        memory_bandwidth_tbps=want.memory_bandwidth_tbps
+        or (entry.memory_bandwidth_tbps if entry else 0.0),
+        peak_tflops=tflops,
+        cost_per_device_hour=spec.cost_per_device_hour
+        if spec.cost_per_device_hour is not None
+        else (entry.price_per_device_hour if entry else 0.0),
+        power_watts=spec.power_watts or (entry.tdp_watts if entry else 0.0),
+        software=entry.software if entry else stack_for(resource),
+        features=frozenset((entry.interconnect if entry else ()) + tuple(spec.features)),
+    )
+    if entry is None and status != "conflict":
+        status = "unknown"
+        missing = [
+            name
+            for name, value in (
+                ("memoryGiB", accelerator.memory_gib),
+                ("peakTFLOPS", accelerator.peak_tflops),
+            )
+            if not value
+        ]
+        if missing and source == "spec":
+            problems.append(
+                f"model {key} is not in the catalog: set spec.accelerator.{' and '.join(missing)}"
+            )
+        elif missing:
+            problems.append(
+                f"{found.message}: set spec.accelerator.model, or {' and '.join(missing)}"
+            )
+    if not resource:
+        problems.append(
+            f"no device-plugin resource known for vendor {want.vendor.value}: "
+            "set spec.accelerator.resourceName"
+        )
+    return Resolution(
+        accelerator=accelerator, status=status, problems=tuple(problems), discovery=found
+    )
