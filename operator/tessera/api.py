@@ -8,7 +8,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 GROUP = "tessera.dev"
@@ -25,7 +25,9 @@ REPLICA_LABEL = f"{GROUP}/replica"
 ACCELERATOR_RESOURCE_PATTERN = (
     r"^(nvidia\.com|amd\.com|habana\.ai|gpu\.intel\.com|aws\.amazon\.com)/.+$|^google\.com/tpu$"
 )
-EXTENDED_RESOURCE_PATTERN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z]{2,}/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+EXTENDED_RESOURCE_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z]{2,}/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 MODEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
@@ -33,6 +35,20 @@ SOFTWARE_KEY_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
 VERSION_PATTERN = r"^[0-9]+(\.[0-9]+){0,3}$"
 CONSTRAINT_PATTERN = r"^(>=|<=|==|>|<|=|~)?\s*[0-9]+(\.[0-9]+){0,3}$"
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(s|m|h|d))+$"
+# metav1.Condition's own patterns, so a condition the operator writes is one kubectl accepts.
+CONDITION_TYPE_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+
+# Names of Tessera objects become label values on pods (tessera.dev/pool, tessera.dev/workload),
+# and label values are at most 63 characters.
+MAX_NAME_LENGTH = 63
+
+# Workload spec fields that may not change while the workload is placed (status.pool set):
+# its pods are already running with them. Delete and recreate the Workload to change them.
+IMMUTABLE_WHILE_PLACED = ("replicas", "accelerator", "template", "variants")
 
 
 class Vendor(StrEnum):
@@ -101,30 +117,76 @@ def _field(description: str, default: Any = ..., **kwargs: Any) -> Any:
     return Field(default, description=description, **kwargs)
 
 
+def cel(
+    rule: str,
+    message: str,
+    *,
+    field_path: str | None = None,
+    reason: str | None = None,
+    message_expression: str | None = None,
+) -> dict[str, str]:
+    """One CEL rule for `x-kubernetes-validations`: the API server enforces it on every write."""
+    out = {"rule": rule, "message": message}
+    if message_expression:
+        out["messageExpression"] = message_expression
+    if field_path:
+        out["fieldPath"] = field_path
+    if reason:
+        out["reason"] = reason
+    return out
+
+
+def validations(*rules: dict[str, str]) -> dict[str, Any]:
+    """JSON Schema extra carrying CEL rules; the CRD generator copies it into the schema."""
+    return {"x-kubernetes-validations": list(rules)}
+
+
+# Scalar lists whose items are unique: server-side apply merges them as sets, and the API
+# server rejects duplicates.
+_SET = {"x-kubernetes-list-type": "set"}
+# Conditions are keyed by type, like every metav1.Condition list.
+CONDITIONS_LIST = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
+
+
 # --- Shared Kubernetes shapes -------------------------------------------------------------
 
 
 class LabelSelectorRequirement(_Model):
     """One expression of a label selector."""
 
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "self.operator in ['In', 'NotIn'] ? (has(self.values) && size(self.values) > 0)"
+                " : (!has(self.values) || size(self.values) == 0)",
+                "values must be non-empty for operator In and NotIn, and empty for Exists and "
+                "DoesNotExist",
+                field_path=".values",
+            )
+        )
+    )
+
     key: str = _field("The label key the selector applies to.", min_length=1, max_length=317)
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = _field(
         "How the key relates to the values: In, NotIn, Exists or DoesNotExist."
     )
-    values: list[str] = _field(
+    values: list[Annotated[str, Field(max_length=63)]] = _field(
         "Values for In and NotIn; must be empty for Exists and DoesNotExist.",
         default_factory=list,
+        max_length=64,
     )
 
 
 class LabelSelector(_Model):
     """A Kubernetes label selector: matchLabels and matchExpressions, ANDed together."""
 
-    match_labels: dict[str, str] = _field(
-        "Labels that must all be present with exactly these values.", default_factory=dict
+    match_labels: dict[str, Annotated[str, Field(max_length=63)]] = _field(
+        "Labels that must all be present with exactly these values.",
+        default_factory=dict,
+        max_length=64,
     )
     match_expressions: list[LabelSelectorRequirement] = _field(
-        "Expressions that must all hold.", default_factory=list
+        "Expressions that must all hold.", default_factory=list, max_length=32
     )
 
     def is_empty(self) -> bool:
@@ -150,13 +212,34 @@ class LabelSelector(_Model):
 class Toleration(_Model):
     """A pod toleration, copied onto every pod placed in the pool."""
 
-    key: str | None = _field("The taint key to tolerate; empty with Exists matches all.", None)
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "self.operator != 'Exists' || !has(self.value) || self.value == ''",
+                "value must be empty when operator is Exists",
+                field_path=".value",
+            ),
+            cel(
+                "self.operator == 'Exists' || (has(self.key) && self.key != '')",
+                "key may be empty only with operator Exists, which tolerates every taint",
+                field_path=".key",
+            ),
+        )
+    )
+
+    key: str | None = _field(
+        "The taint key to tolerate; empty with Exists matches all.", None, max_length=317
+    )
     operator: Literal["Equal", "Exists"] = _field(
         "Equal matches key and value; Exists matches any value.", "Equal"
     )
-    value: str | None = _field("The taint value to match when operator is Equal.", None)
+    value: str | None = _field(
+        "The taint value to match when operator is Equal.", None, max_length=63
+    )
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = _field(
-        "The taint effect to tolerate; empty tolerates all effects.", None
+        "The taint effect to tolerate: NoSchedule, PreferNoSchedule or NoExecute; empty "
+        "tolerates all effects.",
+        None,
     )
     toleration_seconds: int | None = _field(
         "How long a NoExecute taint is tolerated before eviction.", None, ge=0
@@ -173,9 +256,18 @@ class EnvVar(_Model):
 class Condition(_Model):
     """A metav1.Condition: the latest observation of one aspect of the object's state."""
 
-    type: str = _field("Condition type, CamelCase, e.g. Ready or Placed.", max_length=316)
+    type: str = _field(
+        "Condition type, CamelCase, e.g. Ready or Placed.",
+        max_length=316,
+        pattern=CONDITION_TYPE_PATTERN,
+    )
     status: Literal["True", "False", "Unknown"] = _field("True, False or Unknown.")
-    reason: str = _field("CamelCase reason for the last transition.", max_length=1024)
+    reason: str = _field(
+        "CamelCase reason for the last transition, e.g. NodesReady.",
+        min_length=1,
+        max_length=1024,
+        pattern=CONDITION_REASON_PATTERN,
+    )
     message: str = _field("Human-readable details.", "", max_length=32768)
     observed_generation: int | None = _field(
         "The .metadata.generation this condition was set from.", None, ge=0
@@ -189,11 +281,31 @@ class Condition(_Model):
 class PoolAccelerator(_Model):
     """What accelerator the pool's nodes carry; catalog facts fill what is not given here."""
 
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            *(
+                cel(
+                    f"self.vendor != 'other' || has(self.{name})",
+                    f"vendor other needs {name}: {why}",
+                    field_path=f".{name}",
+                    reason="FieldValueRequired",
+                )
+                for name, why in (
+                    ("resourceName", "the catalog cannot tell which device resource to request"),
+                    ("memoryGiB", "the catalog does not know this hardware's memory"),
+                    ("peakTFLOPS", "the catalog does not know this hardware's speed"),
+                )
+            )
+        )
+    )
+
     vendor: Vendor = _field("Who makes the accelerator: nvidia, amd, intel, google, aws or other.")
     model: str | None = _field(
-        "Catalog model key, e.g. H100-SXM5-80GB. Optional when the nodes' labels identify it.",
+        "Catalog model key, e.g. H100-SXM5-80GB. Optional when the nodes' labels identify it; "
+        "a name the catalog does not know needs memoryGiB and peakTFLOPS.",
         None,
         pattern=MODEL_PATTERN,
+        max_length=63,
     )
     resource_name: str | None = _field(
         "The device plugin's extended resource, e.g. nvidia.com/gpu. Defaults from the catalog.",
@@ -211,10 +323,12 @@ class PoolAccelerator(_Model):
         alias="memoryBandwidthTBps",
     )
     peak_tflops: dict[Precision, Annotated[float, Field(gt=0)]] = _field(
-        "Peak dense TFLOPS per precision, overriding the catalog. With memoryGiB, required for "
-        "hardware the catalog does not know.",
+        "Peak dense TFLOPS per precision (fp32, tf32, bf16, fp16, fp8, int8, fp4), overriding "
+        "the catalog. With memoryGiB, required for hardware the catalog does not know.",
         default_factory=dict,
         alias="peakTFLOPS",
+        min_length=1,
+        max_length=len(Precision),
     )
 
 
@@ -223,12 +337,23 @@ class AcceleratorPoolSpec(_Model):
 
     accelerator: PoolAccelerator = _field("The accelerator every node of the pool carries.")
     node_selector: LabelSelector = _field(
-        "Selects the pool's nodes by their labels. Must not be empty: an empty selector would "
-        "claim every node of the cluster."
+        "Selects the pool's nodes by their labels, as the labellers write them (GPU Feature "
+        "Discovery, GKE, the AMD labeller, ...). Must not be empty: an empty selector would "
+        "claim every node of the cluster.",
+        json_schema_extra=validations(
+            cel(
+                "(has(self.matchLabels) && size(self.matchLabels) > 0) || "
+                "(has(self.matchExpressions) && size(self.matchExpressions) > 0)",
+                "nodeSelector must select nodes by matchLabels or matchExpressions: an empty "
+                "selector would claim every node of the cluster",
+                reason="FieldValueRequired",
+            )
+        ),
     )
     tolerations: list[Toleration] = _field(
         "Tolerations added to every pod placed in this pool (for the nodes' taints).",
         default_factory=list,
+        max_length=32,
     )
     cost_per_device_hour: float | None = _field(
         "Price of one device for one hour, overriding the catalog's default price.", None, ge=0
@@ -238,13 +363,19 @@ class AcceleratorPoolSpec(_Model):
     )
     software: dict[
         Annotated[str, Field(pattern=SOFTWARE_KEY_PATTERN)],
-        Annotated[str, Field(pattern=VERSION_PATTERN)],
+        Annotated[str, Field(pattern=VERSION_PATTERN, max_length=32)],
     ] = _field(
-        "Software versions installed on the nodes, e.g. {cuda: '12.4', driver: '550.54'}.",
+        "Software versions installed on the nodes, by name: e.g. {cuda: '12.4', driver: "
+        "'550.54'}, {rocm: '6.2'}, {neuron: '2.20'}. Names are lowercase; versions are dotted "
+        "numbers.",
         default_factory=dict,
+        max_length=32,
     )
     features: list[Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]] = _field(
-        "Capabilities beyond the catalog's, e.g. nvlink, infiniband.", default_factory=list
+        "Capabilities beyond the catalog's, e.g. nvlink, infiniband.",
+        default_factory=list,
+        max_length=32,
+        json_schema_extra=_SET,
     )
     preference: int = _field(
         "Admin bias added to every score on this pool, from -100 (avoid) to 100 (prefer).",
@@ -274,7 +405,10 @@ class ResolvedAccelerator(_Model):
     resource_name: str = _field("Device-plugin resource requested for each device.")
     memory_gib: float = _field("Memory per device in GiB.", 0.0, alias="memoryGiB")
     peak_tflops: dict[Precision, float] = _field(
-        "Peak dense TFLOPS per precision.", default_factory=dict, alias="peakTFLOPS"
+        "Peak dense TFLOPS per precision.",
+        default_factory=dict,
+        alias="peakTFLOPS",
+        max_length=len(Precision),
     )
     cost_per_device_hour: float = _field("Price per device-hour used in scoring.", 0.0)
     power_watts: float = _field("Power per device in watts used in scoring.", 0.0)
@@ -310,7 +444,11 @@ class AcceleratorPoolStatus(_Model):
     node_names: list[str] = _field("Names of the matched nodes, sorted.", default_factory=list)
     devices: DeviceCounts = _field("Device counts.", default_factory=DeviceCounts)
     summary: PoolSummary = _field("Figures for kubectl columns.", default_factory=PoolSummary)
-    conditions: list[Condition] = _field("Ready, Degraded and others.", default_factory=list)
+    conditions: list[Condition] = _field(
+        "Ready (the pool has Ready nodes and a resolved accelerator), Degraded and others.",
+        default_factory=list,
+        json_schema_extra=CONDITIONS_LIST,
+    )
 
 
 class AcceleratorPool(_Model):
@@ -330,40 +468,200 @@ class AcceleratorPool(_Model):
 # --- Workload ------------------------------------------------------------------------------
 
 
+def _resource_list(what: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": f"{what}, by resource name (cpu, memory, ...). Accelerator resources "
+        "may not appear here: Tessera adds the pool's device resource.",
+        "maxProperties": 32,
+        "additionalProperties": {
+            "x-kubernetes-int-or-string": True,
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+        },
+    }
+
+
+def _no_accelerator(key: str) -> dict[str, str]:
+    """Forbids accelerator resources in a container's requests or limits."""
+    return cel(
+        f"!has(self.{key}) || self.{key}.all(r, !r.matches(r'{ACCELERATOR_RESOURCE_PATTERN}'))",
+        f"{key} may not name accelerator resources: Tessera adds the pool's device resource "
+        "when it places the pods; set spec.accelerator.count instead",
+        message_expression=(
+            f"'{key} may not name ' + self.{key}.filter(r, "
+            f"r.matches(r'{ACCELERATOR_RESOURCE_PATTERN}'))[0] + ': Tessera adds the pool\\'s "
+            "device resource when it places the pods; set spec.accelerator.count instead'"
+        ),
+        field_path=f".{key}",
+        reason="FieldValueForbidden",
+    )
+
+
+_CONTAINER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "A core/v1 Container. Fields not listed here are kept as written and "
+    "validated when the pods are created.",
+    "x-kubernetes-preserve-unknown-fields": True,
+    "required": ["name"],
+    "properties": {
+        "name": {
+            "type": "string",
+            "description": "Container name, a DNS label unique within the pod.",
+            "pattern": DNS_LABEL_PATTERN,
+            "maxLength": 63,
+        },
+        "image": {
+            "type": "string",
+            "description": "Container image; a variant may replace it on the first container.",
+        },
+        "resources": {
+            "type": "object",
+            "description": "CPU and memory requests and limits. Accelerator resources are "
+            "Tessera's to add (spec.accelerator.count devices of the pool's resource).",
+            "x-kubernetes-preserve-unknown-fields": True,
+            "properties": {
+                "requests": _resource_list("Minimum resources"),
+                "limits": _resource_list("Maximum resources"),
+            },
+            "x-kubernetes-validations": [_no_accelerator("requests"), _no_accelerator("limits")],
+        },
+    },
+}
+
+# The pod template's schema is partial: it declares what the API server must check before
+# Tessera accepts the workload (CEL sees only declared fields) and keeps everything else.
+POD_TEMPLATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "x-kubernetes-preserve-unknown-fields": True,
+    "properties": {
+        "metadata": {
+            "type": "object",
+            "description": "Labels and annotations for the pods; Tessera adds its tessera.dev/* "
+            "labels.",
+            "x-kubernetes-preserve-unknown-fields": True,
+        },
+        "spec": {
+            "type": "object",
+            "description": "A core/v1 PodSpec. Tessera adds node affinity for the pool, the "
+            "pool's tolerations, the device request and the TESSERA_* environment.",
+            "x-kubernetes-preserve-unknown-fields": True,
+            "properties": {
+                "containers": {
+                    "type": "array",
+                    "description": "The pod's containers; at least one. Each gets the "
+                    "TESSERA_* environment; the first gets the devices and the variant.",
+                    "maxItems": 32,
+                    "items": _CONTAINER_SCHEMA,
+                },
+                "initContainers": {
+                    "type": "array",
+                    "description": "Init containers, run in order before the containers.",
+                    "maxItems": 32,
+                    "items": _CONTAINER_SCHEMA,
+                },
+                "nodeName": {
+                    "type": "string",
+                    "description": "Must not be set: Tessera chooses the pool and the scheduler "
+                    "chooses the node.",
+                },
+                "restartPolicy": {
+                    "type": "string",
+                    "description": "Always: a service, recreated when a pod vanishes and "
+                    "migrated off draining pools. OnFailure or Never: a batch job that runs "
+                    "to completion. Defaults to Always.",
+                    "enum": ["Always", "OnFailure", "Never"],
+                },
+            },
+            "x-kubernetes-validations": [
+                cel(
+                    "!has(self.nodeName) || self.nodeName == ''",
+                    "template may not set nodeName: Tessera chooses the pool and the scheduler "
+                    "chooses the node",
+                    field_path=".nodeName",
+                    reason="FieldValueForbidden",
+                ),
+            ],
+        },
+    },
+    "x-kubernetes-validations": [
+        cel(
+            "has(self.spec) && has(self.spec.containers) && size(self.spec.containers) > 0",
+            "template needs at least one container in spec.containers",
+            reason="FieldValueRequired",
+        ),
+    ],
+}
+
+
 class AcceleratorNeeds(_Model):
     """What each pod of the workload needs from an accelerator."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "!has(self.models) || !has(self.excludeModels) || "
+                "!self.models.exists(m, m in self.excludeModels)",
+                "models and excludeModels must not overlap",
+                message_expression="'models and excludeModels must not overlap: ' + "
+                "self.models.filter(m, m in self.excludeModels)[0] + ' is in both'",
+                field_path=".excludeModels",
+            )
+        )
+    )
 
     count: int = _field("Devices per pod; all on one node.", 1, ge=1, le=64)
     min_memory_gib: float | None = _field(
         "Minimum memory per device in GiB.", None, gt=0, alias="minMemoryGiB"
     )
     precision: Precision = _field(
-        "Numeric precision the workload computes in; the pool must support it.", Precision.BF16
+        "Numeric precision the workload computes in (fp32, tf32, bf16, fp16, fp8, int8 or "
+        "fp4); the pool must support it.",
+        Precision.BF16,
     )
     profile: Profile = _field(
         "compute: scored by peak FLOPS at the precision; memory: by memory bandwidth.",
         Profile.COMPUTE,
     )
-    vendors: list[Vendor] = _field("Allowed vendors; empty allows any.", default_factory=list)
-    models: list[Annotated[str, Field(pattern=MODEL_PATTERN)]] = _field(
-        "Allowed models (catalog keys); empty allows any.", default_factory=list
+    vendors: list[Vendor] = _field(
+        "Allowed vendors; empty allows any.",
+        default_factory=list,
+        max_length=6,
+        json_schema_extra=_SET,
     )
-    exclude_models: list[Annotated[str, Field(pattern=MODEL_PATTERN)]] = _field(
-        "Models never to use.", default_factory=list
+    models: list[Annotated[str, Field(pattern=MODEL_PATTERN, max_length=63)]] = _field(
+        "Allowed models (catalog keys); empty allows any.",
+        default_factory=list,
+        max_length=64,
+        json_schema_extra=_SET,
     )
-    pools: list[Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=253)]] = _field(
-        "Allowed pools by name; empty allows any.", default_factory=list
+    exclude_models: list[Annotated[str, Field(pattern=MODEL_PATTERN, max_length=63)]] = _field(
+        "Models never to use; must not overlap models.",
+        default_factory=list,
+        max_length=64,
+        json_schema_extra=_SET,
+    )
+    pools: list[
+        Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=MAX_NAME_LENGTH)]
+    ] = _field(
+        "Allowed pools by name; empty allows any.",
+        default_factory=list,
+        max_length=64,
+        json_schema_extra=_SET,
     )
     features: list[Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]] = _field(
-        "Capabilities the pool must have, e.g. nvlink.", default_factory=list
+        "Capabilities the pool must have, e.g. nvlink.",
+        default_factory=list,
+        max_length=32,
+        json_schema_extra=_SET,
     )
     software: dict[
         Annotated[str, Field(pattern=SOFTWARE_KEY_PATTERN)],
-        Annotated[str, Field(pattern=CONSTRAINT_PATTERN)],
+        Annotated[str, Field(pattern=CONSTRAINT_PATTERN, max_length=40)],
     ] = _field(
         "Version constraints on the pool's software, e.g. {cuda: '>=12.1', rocm: '>=6.0'}. "
         "A constraint applies only to pools that have that software's vendor stack.",
         default_factory=dict,
+        max_length=32,
     )
     throughput: dict[
         Annotated[str, Field(pattern=MODEL_PATTERN)], Annotated[float, Field(gt=0)]
@@ -371,15 +669,26 @@ class AcceleratorNeeds(_Model):
         "Measured relative throughput per model (any unit, higher is faster); beats the "
         "catalog's estimate where given.",
         default_factory=dict,
+        max_length=64,
     )
 
 
 class Weights(_Model):
     """Custom weights of the score terms; they need not sum to 1, but not all may be 0."""
 
-    performance: float = _field("Weight of speed.", 0.0, ge=0, le=1)
-    cost: float = _field("Weight of cost per unit of work.", 0.0, ge=0, le=1)
-    energy: float = _field("Weight of energy per unit of work.", 0.0, ge=0, le=1)
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "(has(self.performance) && self.performance > 0.0) || "
+                "(has(self.cost) && self.cost > 0.0) || (has(self.energy) && self.energy > 0.0)",
+                "weights must not all be zero: give performance, cost or energy a weight above 0",
+            )
+        )
+    )
+
+    performance: float = _field("Weight of speed, from 0 to 1.", 0.0, ge=0, le=1)
+    cost: float = _field("Weight of cost per unit of work, from 0 to 1.", 0.0, ge=0, le=1)
+    energy: float = _field("Weight of energy per unit of work, from 0 to 1.", 0.0, ge=0, le=1)
 
 
 class PlacementPolicy(_Model):
@@ -397,8 +706,22 @@ class PlacementPolicy(_Model):
 class Variant(_Model):
     """What changes in the pod when the workload lands on a given vendor or model."""
 
-    image: str | None = _field("Container image for the first container.", None, min_length=1)
-    env: list[EnvVar] = _field("Environment variables added to every container.", default_factory=list)
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "has(self.image) || has(self.env) || has(self.args) || has(self.command)",
+                "a variant must set image, env, args or command",
+                reason="FieldValueRequired",
+            )
+        )
+    )
+
+    image: str | None = _field(
+        "Container image for the first container.", None, min_length=1, max_length=1024
+    )
+    env: list[EnvVar] = _field(
+        "Environment variables added to every container.", default_factory=list, max_length=64
+    )
     args: list[str] | None = _field("Arguments replacing the first container's args.", None)
     command: list[str] | None = _field("Command replacing the first container's command.", None)
 
@@ -406,9 +729,16 @@ class Variant(_Model):
 class WorkloadSpec(_Model):
     """Desired state of a Workload: a pod template plus what it needs and what it optimises."""
 
-    replicas: int = _field("Pods; placed as a gang, all or none.", 1, ge=1, le=1024)
+    replicas: int = _field(
+        "Pods; placed as a gang, all or none. Immutable while the workload is placed.",
+        1,
+        ge=1,
+        le=1024,
+    )
     accelerator: AcceleratorNeeds = _field(
-        "What each pod needs from an accelerator.", default_factory=AcceleratorNeeds
+        "What each pod needs from an accelerator. Immutable while the workload is placed.",
+        default_factory=AcceleratorNeeds,
+        json_schema_extra={"default": {}},
     )
     objective: Objective = _field(
         "What to optimise: performance, cost, energy or balanced.", Objective.BALANCED
@@ -422,17 +752,24 @@ class WorkloadSpec(_Model):
         "a faster pool against starting now on a slower one.",
         None,
         pattern=DURATION_PATTERN,
+        max_length=32,
     )
     placement: PlacementPolicy = _field(
-        "Fallback policy.", default_factory=PlacementPolicy
+        "Fallback policy.",
+        default_factory=PlacementPolicy,
+        json_schema_extra={"default": {}},
     )
-    template: dict[str, Any] = _field(
-        "Pod template (a PodTemplateSpec). Tessera adds node affinity, device requests, "
-        "tolerations, the vendor variant and TESSERA_* environment variables."
+    template: Annotated[dict[str, Any], WithJsonSchema(POD_TEMPLATE_SCHEMA)] = _field(
+        "Pod template (a core/v1 PodTemplateSpec). Tessera adds node affinity, device "
+        "requests, tolerations, the vendor variant and TESSERA_* environment variables. "
+        "Immutable while the workload is placed."
     )
     variants: dict[str, Variant] = _field(
-        "Per vendor or model (a model key beats a vendor key): image, env and args to use there.",
+        "Per vendor or model (a model key beats a vendor key): image, env and args to use "
+        "there. Keys are vendors (nvidia, amd, intel, google, aws, other) or catalog model "
+        "names. Immutable while the workload is placed.",
         default_factory=dict,
+        max_length=32,
     )
 
     @property
@@ -495,7 +832,11 @@ class WorkloadStatus(_Model):
 
     observed_generation: int | None = _field("The generation this status describes.", None)
     phase: Phase = _field("Pending, Placed, Running, Succeeded or Failed.", Phase.PENDING)
-    pool: str | None = _field("Pool the workload is placed on.", None)
+    pool: str | None = _field(
+        "Pool the workload is placed on. While set, replicas, accelerator, template and "
+        "variants are immutable.",
+        None,
+    )
     accelerator: str | None = _field("Model key of the accelerator it is placed on.", None)
     vendor: Vendor | None = _field("Vendor of that accelerator.", None)
     score: float | None = _field("Score of the chosen pool.", None)
@@ -510,10 +851,16 @@ class WorkloadStatus(_Model):
     )
     replicas: int = _field("Pods that exist.", 0, ge=0)
     ready_replicas: int = _field("Pods that are Ready (or Succeeded, for batch).", 0, ge=0)
-    summary: WorkloadSummary = _field("Figures for kubectl columns.", default_factory=WorkloadSummary)
+    summary: WorkloadSummary = _field(
+        "Figures for kubectl columns.", default_factory=WorkloadSummary
+    )
     message: str = _field("One line on the current state.", "")
     placed_at: datetime | None = _field("When the placement decision was made.", None)
-    conditions: list[Condition] = _field("Placed, Ready and others.", default_factory=list)
+    conditions: list[Condition] = _field(
+        "Placed (a pool was chosen), Ready (every replica is ready) and others.",
+        default_factory=list,
+        json_schema_extra=CONDITIONS_LIST,
+    )
 
 
 class Workload(_Model):

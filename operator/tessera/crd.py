@@ -1,0 +1,476 @@
+"""CustomResourceDefinitions built from tessera.api: pydantic JSON Schema -> structural schema.
+Pure data transform; imports only tessera.api and pydantic (no kopf, kubernetes or catalog)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from tessera import api
+
+# Schema keywords the API server accepts in a structural schema, and how we treat them.
+_KEPT = {
+    "type",
+    "description",
+    "properties",
+    "required",
+    "items",
+    "additionalProperties",
+    "enum",
+    "default",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+    "format",
+    "nullable",
+}
+_DROPPED = {"title", "examples", "$defs"}
+_FORMATS = {"date-time", "date", "duration", "int32", "int64", "float", "double", "byte"}
+
+# Root-level fields every Kubernetes object has; the API server owns their schema.
+_ROOT_PROPERTIES: dict[str, Any] = {
+    "apiVersion": {
+        "type": "string",
+        "description": "APIVersion defines the versioned schema of this representation of an "
+        "object: tessera.dev/v1alpha1.",
+    },
+    "kind": {
+        "type": "string",
+        "description": "Kind is a string value representing the REST resource this object "
+        "represents.",
+    },
+    "metadata": {"type": "object"},
+}
+
+
+class SchemaError(ValueError):
+    """A pydantic JSON Schema construct that has no structural CRD equivalent."""
+
+
+def _deref(node: dict[str, Any], defs: Mapping[str, Any]) -> dict[str, Any]:
+    """Inlines a `$ref` (or a one-element allOf); the referring node's own keys win."""
+    node = dict(node)
+    if "allOf" in node:
+        (only,) = node.pop("allOf")
+        node = {**only, **node}
+    while "$ref" in node:
+        name = node.pop("$ref").rsplit("/", 1)[-1]
+        if name not in defs:
+            raise SchemaError(f"unresolved $ref {name!r}")
+        target = dict(defs[name])
+        rules = target.get("x-kubernetes-validations", []) + node.get(
+            "x-kubernetes-validations", []
+        )
+        node = {**target, **node}
+        if rules:
+            node["x-kubernetes-validations"] = rules
+    return node
+
+
+def _key_rule(what: str, keys: dict[str, Any]) -> dict[str, str]:
+    """A CEL rule for the keys of a map: CRD schemas have no propertyNames/patternProperties."""
+    if "enum" in keys:
+        allowed = ", ".join(str(v) for v in keys["enum"])
+        literal = json.dumps([str(v) for v in keys["enum"]])
+        return api.cel(
+            f"self.all(k, k in {literal})",
+            f"{what} keys must be one of: {allowed}",
+            message_expression=f"'{what} key ' + self.filter(k, !(k in {literal}))[0] + "
+            f"' is not one of: {allowed}'",
+        )
+    if "pattern" in keys:
+        pattern = keys["pattern"]
+        return api.cel(
+            f"self.all(k, k.matches(r'{pattern}'))",
+            f"{what} keys must match {pattern}",
+            message_expression=f"'{what} key ' + self.filter(k, !k.matches(r'{pattern}'))[0] + "
+            f"' must match ' + r'{pattern}'",
+        )
+    raise SchemaError(f"unsupported key schema {keys!r}")
+
+
+def structural(
+    node: dict[str, Any],
+    defs: Mapping[str, Any],
+    *,
+    defaults: bool = True,
+    name: str = "",
+) -> dict[str, Any]:
+    """One pydantic JSON Schema node as a structural OpenAPI v3 schema node, recursively.
+
+    Inlines `$ref`s, takes the non-null branch of `X | None`, turns `const` into a one-value
+    enum, `exclusiveMinimum: n` into `minimum: n, exclusiveMinimum: true`, free-form objects
+    into `x-kubernetes-preserve-unknown-fields`, key schemas (`propertyNames`,
+    `patternProperties`) into `additionalProperties` plus a CEL rule; drops titles. `defaults`
+    False drops `default` (status is written by the operator, never defaulted).
+    """
+    node = _deref(node, defs)
+    if node.get("x-kubernetes-int-or-string"):
+        return {k: v for k, v in node.items() if k not in _DROPPED}
+    if "anyOf" in node:
+        branches = [b for b in node.pop("anyOf") if b != {"type": "null"}]
+        if len(branches) != 1:
+            raise SchemaError(f"{name}: unions other than `X | None` have no structural form")
+        if node.get("default", ...) is None:
+            node.pop("default")
+        node = {**_deref(branches[0], defs), **node}
+        return structural(node, defs, defaults=defaults, name=name)
+    if "oneOf" in node or "not" in node:
+        raise SchemaError(f"{name}: oneOf/not have no structural form")
+    if "const" in node:
+        node["enum"] = [node.pop("const")]
+
+    out: dict[str, Any] = {}
+    rules: list[dict[str, str]] = []
+    for key, value in node.items():
+        if key in _DROPPED:
+            continue
+        if key == "properties":
+            out[key] = {
+                prop: structural(sub, defs, defaults=defaults, name=f"{name}.{prop}")
+                for prop, sub in value.items()
+            }
+        elif key == "items":
+            out[key] = structural(value, defs, defaults=defaults, name=f"{name}[*]")
+        elif key == "additionalProperties":
+            if value is True:
+                out["x-kubernetes-preserve-unknown-fields"] = True
+            elif value is not False:
+                out[key] = structural(value, defs, defaults=defaults, name=f"{name}[*]")
+        elif key == "patternProperties":
+            ((pattern, sub),) = value.items()
+            out["additionalProperties"] = structural(
+                sub, defs, defaults=defaults, name=f"{name}[*]"
+            )
+            rules.append(_key_rule(name.rsplit(".", 1)[-1], {"pattern": pattern}))
+        elif key == "propertyNames":
+            rules.append(_key_rule(name.rsplit(".", 1)[-1], _deref(value, defs)))
+        elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
+            out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
+            out[key] = True
+        elif key == "default":
+            if defaults and value is not None:
+                out[key] = value
+        elif key == "format":
+            if value in _FORMATS:
+                out[key] = value
+        elif key == "uniqueItems":
+            if value:
+                out["x-kubernetes-list-type"] = "set"
+        elif key == "x-kubernetes-validations":
+            rules.extend(value)
+        elif key in _KEPT or key.startswith("x-kubernetes-"):
+            out[key] = copy.deepcopy(value)
+        else:
+            raise SchemaError(f"{name}: unsupported schema keyword {key!r}")
+    if (
+        out.get("type") == "object"
+        and "properties" not in out
+        and "additionalProperties" not in out
+    ):
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    if rules:
+        out["x-kubernetes-validations"] = [_rule_order(r) for r in rules]
+    return _ordered(out)
+
+
+_ORDER = (
+    "type",
+    "description",
+    "format",
+    "enum",
+    "default",
+    "nullable",
+    "minimum",
+    "exclusiveMinimum",
+    "maximum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+    "required",
+    "properties",
+    "items",
+    "additionalProperties",
+)
+
+
+_RULE_ORDER = ("rule", "message", "messageExpression", "fieldPath", "reason")
+
+
+def _rule_order(rule: Mapping[str, str]) -> dict[str, str]:
+    return {key: rule[key] for key in _RULE_ORDER if key in rule}
+
+
+def _ordered(node: dict[str, Any]) -> dict[str, Any]:
+    """Keys in reading order (type and description first, extensions last), for the YAML."""
+    rank = {key: i for i, key in enumerate(_ORDER)}
+    return dict(sorted(node.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
+
+
+def model_schema(
+    model: type[BaseModel], *, defaults: bool = True, name: str = ""
+) -> dict[str, Any]:
+    """The structural schema of a pydantic model, with wire (camelCase) names."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    return structural(raw, raw.get("$defs", {}), defaults=defaults, name=name)
+
+
+def walk(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every node of a structural schema with its path, e.g. `.spec.accelerator.count`."""
+    yield path, schema
+    for prop, sub in schema.get("properties", {}).items():
+        yield from walk(sub, f"{path}.{prop}")
+    if isinstance(schema.get("items"), dict):
+        yield from walk(schema["items"], f"{path}[*]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from walk(schema["additionalProperties"], f"{path}.*")
+
+
+def _add_rules(node: dict[str, Any], *rules: dict[str, str]) -> None:
+    node.setdefault("x-kubernetes-validations", []).extend(_rule_order(r) for r in rules)
+
+
+def _metadata(kind: str, label: str) -> dict[str, Any]:
+    """Root metadata may only restrict name and generateName; names become label values."""
+    return {
+        "type": "object",
+        "properties": {
+            "name": {
+                "type": "string",
+                "description": f"{kind} names are at most {api.MAX_NAME_LENGTH} characters: the "
+                f"name becomes the {label} label value on its pods.",
+                "maxLength": api.MAX_NAME_LENGTH,
+            }
+        },
+    }
+
+
+def _immutable_while_placed(field: str) -> dict[str, str]:
+    """A transition rule at the root: it needs status.pool, which spec-level rules cannot see."""
+    placed = "has(oldSelf.status) && has(oldSelf.status.pool) && oldSelf.status.pool != ''"
+    same = (
+        f"has(self.spec.{field}) == has(oldSelf.spec.{field}) && "
+        f"(!has(self.spec.{field}) || self.spec.{field} == oldSelf.spec.{field})"
+    )
+    return api.cel(
+        f"!({placed}) || ({same})",
+        f"spec.{field} is immutable while the workload is placed (status.pool is set): its "
+        "pods already run with it; delete and recreate the Workload to change it",
+        field_path=f".spec.{field}",
+        reason="FieldValueForbidden",
+    )
+
+
+def _pool_model_rules(catalog: Mapping[str, api.Vendor]) -> list[dict[str, str]]:
+    """Pool accelerator rules that need the catalog: known models carry their own vendor."""
+    vendors = json.dumps({model: str(vendor) for model, vendor in sorted(catalog.items())})
+    return [
+        api.cel(
+            f"!has(self.model) || {vendors}[?self.model].orValue(self.vendor) == self.vendor",
+            "model is made by another vendor than the one given",
+            message_expression="'model ' + self.model + ' is not made by ' + self.vendor",
+            field_path=".vendor",
+        ),
+        api.cel(
+            f"!has(self.model) || self.model in {vendors} || "
+            "(has(self.memoryGiB) && has(self.peakTFLOPS))",
+            "a model the catalog does not know needs memoryGiB and peakTFLOPS",
+            message_expression="'model ' + self.model + ' is not in the catalog: give memoryGiB "
+            "and peakTFLOPS so it can be scored, or use a catalog model name'",
+            field_path=".model",
+        ),
+    ]
+
+
+def _variant_rule(catalog: Mapping[str, api.Vendor]) -> dict[str, str]:
+    keys = [str(v) for v in api.Vendor] + sorted(catalog)
+    literal = json.dumps(keys)
+    return api.cel(
+        f"self.all(k, k in {literal})",
+        "variant keys must be a vendor (" + ", ".join(str(v) for v in api.Vendor) + ") or a "
+        "catalog model name",
+        message_expression=f"'variant key ' + self.filter(k, !(k in {literal}))[0] + ' is "
+        "neither a vendor (" + ", ".join(str(v) for v in api.Vendor) + ") nor a catalog model "
+        "name'",
+    )
+
+
+@dataclass(frozen=True)
+class Column:
+    """One `kubectl get` column."""
+
+    name: str
+    type: str
+    json_path: str
+    description: str
+    priority: int = 0  # 1: only with -o wide
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "type": self.type,
+            "jsonPath": self.json_path,
+            "description": self.description,
+        }
+        if self.priority:
+            out["priority"] = self.priority
+        return out
+
+
+_AGE = Column("Age", "date", ".metadata.creationTimestamp", "Time since creation.")
+
+POOL_COLUMNS = (
+    Column("Vendor", "string", ".spec.accelerator.vendor", "Who makes the accelerator."),
+    Column("Model", "string", ".status.accelerator.model", "The resolved accelerator model."),
+    Column("Nodes", "string", ".status.summary.nodes", "Ready/total nodes."),
+    Column("Devices", "string", ".status.summary.devices", "Available/allocatable devices."),
+    Column("Draining", "boolean", ".spec.draining", "No new placements."),
+    _AGE,
+    Column(
+        "Resource",
+        "string",
+        ".status.accelerator.resourceName",
+        "Device-plugin resource requested for each device.",
+        priority=1,
+    ),
+    Column("Preference", "integer", ".spec.preference", "Admin bias, -100..100.", priority=1),
+)
+
+WORKLOAD_COLUMNS = (
+    Column("Pool", "string", ".status.pool", "The pool the workload is placed on."),
+    Column("Accelerator", "string", ".status.accelerator", "The accelerator model it runs on."),
+    Column("Ready", "string", ".status.summary.ready", "Ready/desired replicas."),
+    Column("Phase", "string", ".status.phase", "Pending, Placed, Running, Succeeded or Failed."),
+    _AGE,
+    Column("Score", "number", ".status.score", "Score of the chosen pool.", priority=1),
+    Column("Objective", "string", ".spec.objective", "What placement optimises.", priority=1),
+)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a CustomResourceDefinition needs beyond the schema."""
+
+    kind: str
+    plural: str
+    short_name: str
+    scope: str
+    spec: type[BaseModel]
+    status: type[BaseModel]
+    description: str
+    columns: tuple[Column, ...]
+    selectable: tuple[str, ...] = ()
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{api.GROUP}"
+
+
+POOL = Kind(
+    kind="AcceleratorPool",
+    plural="acceleratorpools",
+    short_name="acp",
+    scope="Cluster",
+    spec=api.AcceleratorPoolSpec,
+    status=api.AcceleratorPoolStatus,
+    description="AcceleratorPool is a set of nodes with one accelerator type and generation, "
+    "selected by the labels the accelerator labellers write; Tessera scores it for each "
+    "Workload by speed, cost and energy.",
+    columns=POOL_COLUMNS,
+    selectable=(".spec.accelerator.vendor", ".spec.draining"),
+)
+
+WORKLOAD = Kind(
+    kind="Workload",
+    plural="workloads",
+    short_name="awl",
+    scope="Namespaced",
+    spec=api.WorkloadSpec,
+    status=api.WorkloadStatus,
+    description="Workload is a pod template plus what each pod needs from an accelerator and "
+    "what to optimise; Tessera places all its replicas on the best AcceleratorPool.",
+    columns=WORKLOAD_COLUMNS,
+    selectable=(".status.pool", ".status.phase"),
+)
+
+
+def root_schema(kind: Kind, catalog: Mapping[str, api.Vendor]) -> dict[str, Any]:
+    """The CRD's openAPIV3Schema: metadata, spec (defaulted), status (never defaulted), rules."""
+    spec = model_schema(kind.spec, name="spec")
+    status = model_schema(kind.status, defaults=False, name="status")
+    root: dict[str, Any] = {
+        "type": "object",
+        "description": kind.description,
+        "required": ["spec"],
+        "properties": {**copy.deepcopy(_ROOT_PROPERTIES), "spec": spec, "status": status},
+    }
+    if kind is POOL:
+        root["properties"]["metadata"] = _metadata(kind.kind, api.POOL_LABEL)
+        _add_rules(spec["properties"]["accelerator"], *_pool_model_rules(catalog))
+    elif kind is WORKLOAD:
+        root["properties"]["metadata"] = _metadata(kind.kind, api.WORKLOAD_LABEL)
+        _add_rules(root, *(_immutable_while_placed(f) for f in api.IMMUTABLE_WHILE_PLACED))
+        _add_rules(spec["properties"]["variants"], _variant_rule(catalog))
+    return root
+
+
+def custom_resource_definition(kind: Kind, catalog: Mapping[str, api.Vendor]) -> dict[str, Any]:
+    """The whole apiextensions.k8s.io/v1 CustomResourceDefinition for one kind.
+
+    `catalog` maps every catalog model name to its vendor (tessera.catalog provides it): the
+    CEL rules for variant keys and pool models list them.
+    """
+    version: dict[str, Any] = {
+        "name": api.VERSION,
+        "served": True,
+        "storage": True,
+        "subresources": {"status": {}},
+        "additionalPrinterColumns": [c.as_dict() for c in kind.columns],
+        "schema": {"openAPIV3Schema": root_schema(kind, catalog)},
+    }
+    if kind.selectable:
+        version["selectableFields"] = [{"jsonPath": p} for p in kind.selectable]
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": kind.crd_name},
+        "spec": {
+            "group": api.GROUP,
+            "names": {
+                "kind": kind.kind,
+                "listKind": f"{kind.kind}List",
+                "plural": kind.plural,
+                "singular": kind.kind.lower(),
+                "shortNames": [kind.short_name],
+                "categories": ["tessera"],
+            },
+            "scope": kind.scope,
+            "versions": [version],
+        },
+    }
+
+
+def all_definitions(catalog: Mapping[str, api.Vendor]) -> list[dict[str, Any]]:
+    """Both CRDs, AcceleratorPool first."""
+    return [custom_resource_definition(k, catalog) for k in KINDS]
+
+
+KINDS: Sequence[Kind] = (POOL, WORKLOAD)
