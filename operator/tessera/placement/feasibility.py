@@ -1,0 +1,132 @@
+"""Feasibility: every reason that rules a pool out for a workload, as sentences users read.
+Pure functions over snapshot views; imports tessera.api and placement.snapshot/fit only."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from tessera.placement.fit import NodeFit
+from tessera.placement.snapshot import PendingWorkload, PoolState, PoolView, parse_version
+
+_CONSTRAINT = re.compile(r"^(>=|<=|==|>|<|=|~)?\s*([0-9]+(?:\.[0-9]+){0,3})$")
+
+
+def satisfies(have: tuple[int, ...], constraint: str) -> bool:
+    """Whether a version meets a constraint such as `>=12.1`, `<13`, `==6.0` or `~12.1`
+    (same major, at least that minor). A bare version means `>=`."""
+    m = _CONSTRAINT.match(constraint.strip())
+    if not m:
+        return False
+    op, want = m.group(1) or ">=", parse_version(m.group(2))
+    if op == "~":
+        return have[0] == want[0] and have >= want
+    return {
+        ">=": have >= want,
+        ">": have > want,
+        "<=": have <= want,
+        "<": have < want,
+        "==": have == want,
+        "=": have == want,
+    }[op]
+
+
+def _pretty(constraint: str) -> str:
+    m = _CONSTRAINT.match(constraint.strip())
+    return f"{m.group(1) or '>='} {m.group(2)}" if m else constraint
+
+
+def software_reasons(needs: Mapping[str, str], pool: PoolView) -> list[str]:
+    """A constraint applies to a pool whose stack is that software (cuda on NVIDIA, rocm on
+    AMD, ...) or whose spec lists it; other pools ignore it (a rocm rule never blocks CUDA)."""
+    reasons = []
+    for key in sorted(needs):
+        constraint = needs[key]
+        have = pool.software.get(key)
+        if have is None:
+            if pool.stack == key:
+                reasons.append(
+                    f"needs {key} {_pretty(constraint)}, pool does not say which {key} it has "
+                    f"(set spec.software.{key})"
+                )
+        elif not satisfies(have, constraint):
+            reasons.append(f"needs {key} {_pretty(constraint)}, pool has {pool.software_text[key]}")
+    return reasons
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def static_reasons(
+    workload: PendingWorkload, pool: PoolView, namespace_labels: Mapping[str, str]
+) -> list[str]:
+    """Reasons that hold whatever the pool's load: filters, hardware, software, policy."""
+    need = workload.spec.accelerator
+    reasons: list[str] = []
+    if pool.name in workload.excluded_pools:
+        reasons.append("withdrawn from after the scheduler could not bind the pods here")
+    if need.pools and pool.name not in need.pools:
+        reasons.append(f"pool {pool.name} is not among the workload's pools")
+    if need.vendors and pool.vendor not in need.vendors:
+        allowed = ", ".join(v.value for v in need.vendors)
+        reasons.append(f"vendor {pool.vendor.value} is not allowed (allowed: {allowed})")
+    if need.models and pool.model not in need.models:
+        reasons.append(f"model {pool.model} is not among the workload's models")
+    if pool.model in need.exclude_models:
+        reasons.append(f"model {pool.model} is excluded by the workload")
+    reasons.extend(f"accelerator unusable: {p}" for p in pool.problems)
+    if need.min_memory_gib is not None and pool.memory_gib < need.min_memory_gib:
+        reasons.append(
+            f"{_fmt(pool.memory_gib)} GiB per device < {_fmt(need.min_memory_gib)} GiB required"
+        )
+    if need.precision not in pool.tflops:
+        reasons.append(f"{pool.model} has no {need.precision.value}")
+    missing = [f for f in need.features if f not in pool.features]
+    reasons.extend(f"{pool.model} has no {f}" for f in missing)
+    reasons.extend(software_reasons(need.software, pool))
+    if not pool.allows_namespace(workload.namespace, namespace_labels):
+        reasons.append(f"namespace {workload.namespace} is not allowed by this pool")
+    if pool.draining:
+        reasons.append("pool is draining")
+    if not pool.ready_allocatable:
+        reasons.append("pool has no ready node")
+    else:
+        largest = pool.ready_allocatable[0]
+        if largest < need.count:
+            reasons.append(
+                f"no node has {need.count} {pool.resource} (largest: {largest}); "
+                "a pod's devices must be on one node"
+            )
+        elif pool.pods_capacity(need.count) < workload.spec.replicas:
+            reasons.append(
+                f"the nodes hold at most {pool.pods_capacity(need.count)} pods of "
+                f"{need.count} {pool.resource}, {workload.spec.replicas} required"
+            )
+    return reasons
+
+
+def capacity_reason(workload: PendingWorkload, pool: PoolView, fit: NodeFit) -> str | None:
+    """Why a feasible pool cannot take the whole gang now, or None when it can."""
+    count, replicas = workload.spec.accelerator.count, workload.spec.replicas
+    room = fit.room(count, replicas)
+    if room >= replicas:
+        return None
+    largest = fit.largest()
+    if largest < count:
+        return f"no node has {count} free {pool.resource} (largest free: {largest})"
+    return f"room for {room} of {replicas} pods of {count} {pool.resource} now"
+
+
+def reasons(
+    workload: PendingWorkload, pool: PoolState, namespaces: Mapping[str, Mapping[str, str]]
+) -> list[str]:
+    """Every reason the pool cannot take the workload now: static ones, then capacity."""
+    view = PoolView.of(pool)
+    found = static_reasons(workload, view, namespaces.get(workload.namespace, {}))
+    if not found:
+        fit = NodeFit((n.name, n.free) for n in pool.nodes if n.ready)
+        cap = capacity_reason(workload, view, fit)
+        if cap:
+            found.append(cap)
+    return found

@@ -1,0 +1,94 @@
+"""Node-level fit: which nodes of one pool take each pod of a gang, and when a gang would fit.
+Pure functions and a small mutable index used within one plan; imports nothing from Tessera."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+
+
+class NodeFit:
+    """Free devices per ready node of one pool, indexed by free count for best-fit.
+
+    Each pod goes to the node with the fewest free devices that still holds it (ties by node
+    name), so gangs pack onto few nodes and large holes stay open for large pods."""
+
+    __slots__ = ("free", "levels", "version")
+
+    def __init__(self, nodes: Iterable[tuple[str, int]]) -> None:
+        self.free: dict[str, int] = {}
+        self.levels: dict[int, list[str]] = {}
+        self.version = 0
+        for name, free in sorted(nodes):
+            self.free[name] = free
+            if free > 0:
+                self.levels.setdefault(free, []).append(name)
+
+    def room(self, count: int, enough: int | None = None) -> int:
+        """How many pods of `count` devices fit now (stops counting at `enough`)."""
+        pods = 0
+        for level, names in self.levels.items():
+            if level >= count:
+                pods += (level // count) * len(names)
+                if enough is not None and pods >= enough:
+                    return pods
+        return pods
+
+    def fits(self, count: int, replicas: int) -> bool:
+        return self.room(count, replicas) >= replicas
+
+    def largest(self) -> int:
+        return max(self.levels, default=0)
+
+    def take(self, count: int, replicas: int) -> list[str] | None:
+        """Reserve devices for every pod of the gang, or nothing when the gang does not fit."""
+        if not self.fits(count, replicas):
+            return None
+        placed: list[str] = []
+        for _ in range(replicas):
+            level = min(f for f in self.levels if f >= count)
+            name = self.levels[level][0]
+            self._move(name, level, level - count)
+            placed.append(name)
+        self.version += 1
+        return placed
+
+    def give(self, name: str, devices: int) -> None:
+        """Return devices to a node (used by simulations when work ends)."""
+        level = self.free[name]
+        self._move(name, level, level + devices)
+        self.version += 1
+
+    def _move(self, name: str, old: int, new: int) -> None:
+        if old > 0:
+            names = self.levels[old]
+            names.pop(bisect.bisect_left(names, name))
+            if not names:
+                del self.levels[old]
+        if new > 0:
+            bisect.insort(self.levels.setdefault(new, []), name)
+        self.free[name] = new
+
+
+def earliest_fit(
+    free: dict[str, int],
+    releases: Iterable[tuple[float, str, int]],
+    count: int,
+    replicas: int,
+) -> float | None:
+    """The first release time after which a gang of `replicas` pods of `count` devices fits,
+    given free devices now and (time, node, devices) releases; 0.0 if it fits now, None if
+    the known releases never make room."""
+    free = dict(free)
+    pods = sum(f // count for f in free.values())
+    if pods >= replicas:
+        return 0.0
+    for at, node, devices in sorted(releases):
+        if node not in free:
+            continue
+        before = free[node]
+        free[node] = before + devices
+        pods += free[node] // count - before // count
+        if pods >= replicas:
+            return at
+    return None

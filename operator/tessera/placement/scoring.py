@@ -1,0 +1,101 @@
+"""Scoring: throughput per pool (measured beats the catalog), the objective's weights, and
+normalised scores with their breakdown. Pure; imports tessera.api and placement.snapshot."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tessera import api
+from tessera.placement.snapshot import PoolView
+
+# (performance, cost, energy) per objective; balanced weighs the three terms equally.
+OBJECTIVE_WEIGHTS: dict[api.Objective, tuple[float, float, float]] = {
+    api.Objective.PERFORMANCE: (1.0, 0.0, 0.0),
+    api.Objective.COST: (0.0, 1.0, 0.0),
+    api.Objective.ENERGY: (0.0, 0.0, 1.0),
+    api.Objective.BALANCED: (1.0, 1.0, 1.0),
+}
+
+
+def weights_for(spec: api.WorkloadSpec) -> tuple[float, float, float]:
+    """The workload's custom weights when set and not all zero, else its objective's."""
+    w = spec.weights
+    if w is not None and (w.performance or w.cost or w.energy):
+        return (w.performance, w.cost, w.energy)
+    return OBJECTIVE_WEIGHTS[spec.objective]
+
+
+def estimate(need: api.AcceleratorNeeds, pool: PoolView) -> float:
+    """The catalog's speed per device: peak TFLOPS at the workload's precision, or memory
+    bandwidth for `profile: memory` (the roofline bound that dominates); 0 when unknown."""
+    if need.profile == api.Profile.MEMORY:
+        return pool.bandwidth_tbps
+    return pool.tflops.get(need.precision, 0.0)
+
+
+def throughputs(need: api.AcceleratorNeeds, pools: Sequence[PoolView]) -> list[float]:
+    """Speed per device on each pool. Measured throughput (per model) beats the catalog; where
+    some pools are measured and others are not, the catalog's estimates are put in the measured
+    unit by the geometric mean of measured/estimate over the pools that have both."""
+    measured = need.throughput
+    est = [estimate(need, p) for p in pools]
+    if not measured:
+        return est
+    ratios = [
+        math.log(measured[p.model] / e)
+        for p, e in zip(pools, est, strict=True)
+        if p.model in measured and e > 0
+    ]
+    scale = math.exp(sum(ratios) / len(ratios)) if ratios else 1.0
+    return [measured.get(p.model, e * scale) for p, e in zip(pools, est, strict=True)]
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """One feasible pool with its score for one workload."""
+
+    pool: PoolView
+    total: float
+    breakdown: api.ScoreBreakdown
+    throughput: float
+
+
+def _relative(values: list[float]) -> list[float]:
+    """Smaller is better: min/value in (0, 1]; a zero (free) value is best and makes the
+    others 0."""
+    low = min(values)
+    if math.isinf(low):
+        return [0.0 for _ in values]
+    if low <= 0:
+        return [1.0 if v <= 0 else 0.0 for v in values]
+    return [low / v for v in values]
+
+
+def score(spec: api.WorkloadSpec, pools: Sequence[PoolView]) -> list[Scored]:
+    """Score feasible pools: each term normalised across them (1 = best), combined by the
+    weights into 0-100, plus the admin preference. Best first; ties by pool name."""
+    if not pools:
+        return []
+    wp, wc, we = weights_for(spec)
+    total_w = wp + wc + we
+    thr = throughputs(spec.accelerator, pools)
+    fastest = max(thr)
+    perf = [t / fastest if fastest > 0 else 0.0 for t in thr]
+    inf = math.inf
+    cost = _relative([p.price / t if t > 0 else inf for p, t in zip(pools, thr, strict=True)])
+    energy = _relative([p.watts / t if t > 0 else inf for p, t in zip(pools, thr, strict=True)])
+    out = []
+    for i, p in enumerate(pools):
+        weighted = 100.0 * (wp * perf[i] + wc * cost[i] + we * energy[i]) / total_w
+        breakdown = api.ScoreBreakdown.model_construct(
+            performance=round(perf[i], 4),
+            cost=round(cost[i], 4),
+            energy=round(energy[i], 4),
+            preference=p.preference,
+            throughput=round(thr[i], 4),
+        )
+        out.append(Scored(p, round(weighted + p.preference, 4), breakdown, thr[i]))
+    out.sort(key=lambda s: (-s.total, s.pool.name))
+    return out
