@@ -6,8 +6,7 @@ source "$(dirname "$0")/lib.sh"
 
 command -v go >/dev/null || die "Go is required to build the control plane (https://go.dev/dl/)"
 export GOTOOLCHAIN=local GOFLAGS="-mod=readonly -trimpath" CGO_ENABLED=0
-# The committed go.sum files pin every module; the checksum database is not consulted.
-export GONOSUMDB='*' GONOSUMCHECK=1 GOFLAGS="${GOFLAGS}"
+# -mod=readonly: the committed go.sum files pin every module, so the build never edits them.
 TAGS="selinux,notest"
 
 # build DEST MODULE_DIR LDFLAGS PACKAGE...: one `go build` per component so the compiler
@@ -47,5 +46,17 @@ build "$K8S_BIN" kubernetes "$k8s_ld" \
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 build "$ETCD_BIN" kubernetes "" tessera.dev/hack/tools/kubernetes/etcd
 build "$KWOK_BIN" kwok "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" sigs.k8s.io/kwok/cmd/kwok
+# kwok ships no built-in stages: take upstream's "fast" node and pod stages (nodes Ready
+# with heartbeats, bound pods Running, Job pods Succeeded, deleted pods finalised) from
+# the pinned module and keep them beside the binary.
+if [[ ! -f "${KWOK_BIN}/stages.yaml" ]]; then
+  kwok_src="$(cd "${HACK_DIR}/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
+  for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
+           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    cat "${kwok_src}/kustomize/stage/${f}"; echo "---"
+  done > "${KWOK_BIN}/stages.yaml.tmp"
+  mv "${KWOK_BIN}/stages.yaml.tmp" "${KWOK_BIN}/stages.yaml"
+  log "kwok stages written to ${KWOK_BIN}/stages.yaml"
+fi
 build "$HELM_BIN" helm "$helm_ld" helm.sh/helm/v3/cmd/helm
 log "tools ready in $((SECONDS - start))s: ${TESSERA_CACHE}/bin"

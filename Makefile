@@ -1,0 +1,64 @@
+# Tessera: every entry point a developer or CI needs. `make help` lists them.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export KUBECONFIG_LOCAL := $(CURDIR)/.tessera/kubeconfig
+
+.PHONY: help venv tools cluster-up cluster-down demo test test-unit test-integration lint fmt crds bench clean
+
+help: ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@echo "==> creating $(VENV) and installing Tessera with its development tools"
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required")'
+	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	@$(VENV)/bin/pip install --quiet --upgrade pip
+	@$(VENV)/bin/pip install --quiet -e '.[dev,bench]'
+	@touch $@
+
+venv: $(STAMP) ## Create the virtualenv with Tessera and its dev tools
+
+tools: ## Build the pinned control-plane binaries into ~/.cache/tessera (skips what is built)
+	@hack/build-tools.sh
+
+cluster-up: $(STAMP) tools ## Start the local control plane with the simulated fleet
+	@$(PY) hack/cluster.py up
+
+cluster-down: $(STAMP) ## Stop the local control plane and remove its state
+	@$(PY) hack/cluster.py down
+
+demo: $(STAMP) tools ## The main job: cluster, fleet, operator, sample workloads, a result table
+	@$(PY) hack/demo.py
+
+test: $(STAMP) tools ## Run every test (unit, integration, e2e); starts its own cluster
+	@$(PY) -m pytest
+
+test-unit: $(STAMP) ## Run the pure-core tests only (no cluster)
+	@$(PY) -m pytest tests/unit
+
+lint: $(STAMP) ## ruff, mypy --strict, import contracts, hadolint
+	@$(VENV)/bin/ruff check operator tests bench hack
+	@$(VENV)/bin/ruff format --check operator tests bench hack
+	@$(VENV)/bin/mypy
+	@$(VENV)/bin/lint-imports
+	@if [ -f Dockerfile ]; then $(VENV)/bin/hadolint Dockerfile; fi
+
+fmt: $(STAMP) ## Format and auto-fix
+	@$(VENV)/bin/ruff format operator tests bench hack
+	@$(VENV)/bin/ruff check --fix operator tests bench hack
+
+crds: $(STAMP) ## Regenerate crds/ (and docs/api.md) from the API models
+	@$(PY) hack/gen_crds.py
+
+bench: $(STAMP) ## Run the benchmarks; results land in bench/results/
+	@$(PY) bench/planning.py
+	@$(PY) bench/quality.py
+
+clean: cluster-down ## Stop the cluster and remove the virtualenv (the binary cache stays)
+	@rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,467 @@
+"""Starts and stops a real local control plane on loopback: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler and kwok with a simulated accelerator fleet.
+
+Used by `make cluster-up`/`cluster-down`, the pytest session fixture and the demo. Needs
+the binaries `hack/build-tools.sh` builds, openssl, and the kubernetes Python client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+import fleet as fleet_mod
+
+HACK = Path(__file__).resolve().parent
+REPO = HACK.parent
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+CONTROLLERS = (
+    "garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher,"
+    "deployment,replicaset,job,podgc"
+)
+
+
+class ClusterError(RuntimeError):
+    """The control plane could not be built, started or reached."""
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for line in (HACK / "versions.env").read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            key, value = line.split("=", 1)
+            out[key.strip()] = value.strip()
+    return out
+
+
+def cache_dir() -> Path:
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tessera"
+    return Path(os.environ.get("TESSERA_CACHE", default))
+
+
+def binaries() -> dict[str, Path]:
+    """Path of every component's binary in the version-keyed cache."""
+    v = versions()
+    root = cache_dir() / "bin"
+    k8s = root / f"kubernetes-{v['KUBERNETES_VERSION']}"
+    return {
+        "etcd": root / f"etcd-{v['ETCD_VERSION']}" / "etcd",
+        "kube-apiserver": k8s / "kube-apiserver",
+        "kube-controller-manager": k8s / "kube-controller-manager",
+        "kube-scheduler": k8s / "kube-scheduler",
+        "kubectl": k8s / "kubectl",
+        "kwok": root / f"kwok-{v['KWOK_VERSION']}" / "kwok",
+        "helm": root / f"helm-{v['HELM_VERSION']}" / "helm",
+    }
+
+
+def ensure_binaries() -> dict[str, Path]:
+    """Builds whatever is missing (a no-op when the cache is warm)."""
+    bins = binaries()
+    if not all(p.exists() for p in bins.values()):
+        subprocess.run([str(HACK / "build-tools.sh")], check=True)
+    return bins
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def log(message: str) -> None:
+    print(f"==> {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Cluster:
+    """One local control plane whose state (PKI, etcd data, logs, pids) lives in state_dir."""
+
+    state_dir: Path
+    ports: dict[str, int] = field(default_factory=dict)
+    pids: dict[str, int] = field(default_factory=dict)
+    _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def logs(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def pki(self) -> Path:
+        return self.state_dir / "pki"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    # --- state on disk ------------------------------------------------------------------
+
+    def _state_file(self) -> Path:
+        return self.state_dir / "cluster.json"
+
+    def _save(self) -> None:
+        self._state_file().write_text(json.dumps({"ports": self.ports, "pids": self.pids}))
+
+    def load(self) -> bool:
+        """Reads the saved ports and pids; False when nothing was started here."""
+        try:
+            saved = json.loads(self._state_file().read_text())
+        except (OSError, ValueError):
+            return False
+        self.ports, self.pids = saved["ports"], saved["pids"]
+        return True
+
+    def running(self) -> list[str]:
+        """Components whose recorded process is still alive."""
+        alive = []
+        for name, pid in self.pids.items():
+            proc = self._procs.get(name)
+            if proc is not None and proc.pid == pid:
+                if proc.poll() is None:  # reaps our own children, so no zombie looks alive
+                    alive.append(name)
+                continue
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                continue
+            except PermissionError:
+                pass
+            alive.append(name)
+        return alive
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def up(self, fleet: Path | None = fleet_mod.FLEET_FILE, scale: int = 1) -> None:
+        if self.load() and set(self.running()) == set(COMPONENTS) and self.healthy():
+            log(f"cluster already running at {self.server} (kubeconfig {self.kubeconfig})")
+            return
+        if self.pids:
+            log("found a partly running cluster; stopping it first")
+            self.down(quiet=True)
+        started = time.monotonic()
+        bins = ensure_binaries()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(exist_ok=True)
+        self.ports = {
+            name: free_port()
+            for name in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler")
+        }
+        self._make_pki()
+        self._write_kubeconfig()
+        try:
+            self._start_etcd(bins["etcd"])
+            self._start_apiserver(bins["kube-apiserver"])
+            self._start_controllers(bins)
+            self._wait_default_service_account()
+            if fleet is not None:
+                self.create_fleet(fleet, scale)
+        except BaseException:
+            log(f"start failed; component logs are in {self.logs}")
+            self.down(quiet=True, keep_logs=True)
+            raise
+        log(f"cluster ready in {time.monotonic() - started:.1f}s: {self.server}")
+        log(f"export KUBECONFIG={self.kubeconfig}")
+
+    def down(self, quiet: bool = False, keep_logs: bool = False) -> None:
+        """Stops exactly the processes this cluster started (by pid), then removes its state."""
+        if not self.pids and not self.load():
+            if not quiet:
+                log(f"no cluster recorded in {self.state_dir}; nothing to stop")
+            return
+        for name in reversed(COMPONENTS):
+            pid = self.pids.get(name)
+            if pid is None:
+                continue
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while self.running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for name in self.running():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pids[name], signal.SIGKILL)
+        self.pids = {}
+        for sub in ("etcd", "pki", "kubeconfig", "cluster.json"):
+            path = self.state_dir / sub
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        if not keep_logs:
+            shutil.rmtree(self.logs, ignore_errors=True)
+        if not quiet:
+            log(f"cluster stopped and its state removed from {self.state_dir}")
+
+    # --- pieces -------------------------------------------------------------------------
+
+    def _openssl(self, *args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=self.pki)
+
+    def _make_pki(self) -> None:
+        """A throwaway CA, an API-server serving cert, an admin client cert, SA keys."""
+        self.pki.mkdir(parents=True, exist_ok=True)
+        ossl = self._openssl
+        ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
+             "ca.crt", "-days", "30", "-subj", "/CN=tessera-local-ca")  # fmt: skip
+        sans = (
+            "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
+            "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+        )
+        for name, subj, ext in (
+            ("apiserver", "/CN=kube-apiserver", sans),
+            ("admin", "/O=system:masters/CN=tessera-admin", "extendedKeyUsage=clientAuth"),
+        ):
+            ossl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
+                 f"{name}.csr", "-subj", subj)  # fmt: skip
+            (self.pki / f"{name}.ext").write_text(ext + "\n")
+            ossl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                 "-CAcreateserial", "-out", f"{name}.crt", "-days", "30", "-extfile",
+                 f"{name}.ext")  # fmt: skip
+        ossl("genrsa", "-out", "sa.key", "2048")
+        ossl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
+
+    def _write_kubeconfig(self) -> None:
+        import base64
+
+        def b64(name: str) -> str:
+            return base64.b64encode((self.pki / name).read_bytes()).decode()
+
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "tessera-local",
+                    "cluster": {"server": self.server, "certificate-authority-data": b64("ca.crt")},
+                }
+            ],
+            "users": [
+                {
+                    "name": "tessera-admin",
+                    "user": {
+                        "client-certificate-data": b64("admin.crt"),
+                        "client-key-data": b64("admin.key"),
+                    },
+                }
+            ],
+            "contexts": [
+                {
+                    "name": "tessera-local",
+                    "context": {"cluster": "tessera-local", "user": "tessera-admin"},
+                }
+            ],
+            "current-context": "tessera-local",
+        }
+        self.kubeconfig.write_text(json.dumps(config, indent=2))
+        self.kubeconfig.chmod(0o600)
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        logfile = (self.logs / f"{name}.log").open("ab")
+        proc = subprocess.Popen(
+            argv, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, cwd=self.state_dir,
+        )  # fmt: skip
+        self.pids[name] = proc.pid
+        self._procs[name] = proc
+        self._save()
+
+    def _wait(self, what: str, check: Any, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            dead = [n for n in self.pids if n not in self.running()]
+            if dead:
+                raise ClusterError(f"{dead[0]} exited; see {self.logs / (dead[0] + '.log')}")
+            with contextlib.suppress(Exception):
+                if check():
+                    return
+            time.sleep(0.2)
+        raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}; logs: {self.logs}")
+
+    def _start_etcd(self, binary: Path) -> None:
+        client, peer = (
+            f"http://127.0.0.1:{self.ports['etcd']}",
+            f"http://127.0.0.1:{self.ports['etcd-peer']}",
+        )
+        self._spawn("etcd", [
+            str(binary), "--name=default", f"--data-dir={self.state_dir / 'etcd'}",
+            f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=default={peer}", "--unsafe-no-fsync=true",
+            "--log-level=warn", "--quota-backend-bytes=4294967296",
+        ])  # fmt: skip
+        self._wait(
+            "etcd",
+            lambda: (
+                b'"health":"true"' in urllib.request.urlopen(f"{client}/health", timeout=2).read()
+            ),
+        )
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        ctx.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
+        return ctx
+
+    def _get(self, path: str) -> tuple[int, bytes]:
+        req = urllib.request.Request(self.server + path)
+        with urllib.request.urlopen(req, context=self._ssl_context(), timeout=3) as resp:
+            return resp.status, resp.read()
+
+    def healthy(self) -> bool:
+        try:
+            return self._get("/readyz")[0] == 200
+        except Exception:
+            return False
+
+    def _start_apiserver(self, binary: Path) -> None:
+        pki = self.pki
+        self._spawn("kube-apiserver", [
+            str(binary), f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--secure-port={self.ports['apiserver']}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--service-cluster-ip-range=10.96.0.0/16", "--authorization-mode=RBAC",
+            "--endpoint-reconciler-type=none", "--allow-privileged=true",
+            "--enable-priority-and-fairness=false", "--profiling=false",
+            # Without kubelets the node-lifecycle controller would be needed only to lift the
+            # not-ready taint this plugin adds at creation; kwok keeps the nodes Ready instead.
+            "--disable-admission-plugins=TaintNodesByCondition",
+        ])  # fmt: skip
+        self._wait("kube-apiserver /readyz", self.healthy, timeout=90)
+
+    def _start_controllers(self, bins: dict[str, Path]) -> None:
+        kc, pki = f"--kubeconfig={self.kubeconfig}", self.pki
+        self._spawn("kube-controller-manager", [
+            str(bins["kube-controller-manager"]), kc, "--leader-elect=false",
+            "--bind-address=127.0.0.1", f"--secure-port={self.ports['controller-manager']}",
+            f"--controllers={CONTROLLERS}",
+            f"--service-account-private-key-file={pki / 'sa.key'}",
+            f"--root-ca-file={pki / 'ca.crt'}",
+            "--use-service-account-credentials=false",
+            "--concurrent-gc-syncs=10", "--kube-api-qps=200", "--kube-api-burst=400",
+        ])  # fmt: skip
+        self._spawn("kube-scheduler", [
+            str(bins["kube-scheduler"]), kc, "--leader-elect=false",
+            "--bind-address=127.0.0.1", f"--secure-port={self.ports['scheduler']}",
+            "--kube-api-qps=200", "--kube-api-burst=400",
+        ])  # fmt: skip
+        self._spawn("kwok", [
+            str(bins["kwok"]), kc, "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            # No --node-port/--server-address: kwok then serves nothing (no logs/exec).
+            "--cidr=10.244.0.0/16", "--node-ip=127.0.0.1",
+            f"--config={bins['kwok'].parent / 'stages.yaml'}",
+            f"--config={HACK / 'kwok' / 'stages.yaml'}",
+        ])  # fmt: skip
+
+    def _wait_default_service_account(self) -> None:
+        def ready() -> bool:
+            return self._get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200
+
+        self._wait("the default service account", ready, timeout=60)
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Runs the pinned kubectl against this cluster."""
+        proc = subprocess.run(
+            [str(binaries()["kubectl"]), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input, text=True, capture_output=True, check=False,
+        )  # fmt: skip
+        if check and proc.returncode != 0:
+            raise ClusterError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc
+
+    def create_fleet(self, fleet: Path = fleet_mod.FLEET_FILE, scale: int = 1) -> int:
+        """Creates the fleet's nodes (idempotent) and waits until kwok reports them Ready."""
+        from kubernetes import client, config
+        from kubernetes.client.rest import ApiException
+
+        nodes = fleet_mod.node_manifests(fleet_mod.load_groups(fleet), scale)
+        log(f"creating {len(nodes)} simulated nodes from {fleet.name}")
+        api = client.CoreV1Api(config.new_client_from_config(str(self.kubeconfig)))
+
+        def create(node: dict[str, Any]) -> None:
+            try:
+                api.create_node(node)
+            except ApiException as err:
+                if err.status != 409:
+                    raise
+
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            list(pool.map(create, nodes))
+        names = {n["metadata"]["name"] for n in nodes}
+
+        def all_ready() -> bool:
+            ready = 0
+            for node in api.list_node(label_selector=fleet_mod.FLEET_LABEL).items:
+                conds = {c.type: c.status for c in node.status.conditions or []}
+                ready += node.metadata.name in names and conds.get("Ready") == "True"
+            return ready == len(names)
+
+        self._wait(f"{len(nodes)} nodes Ready", all_ready, timeout=60 + len(nodes) / 20)
+        return len(nodes)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Local Kubernetes control plane with a kwok fleet."
+    )
+    parser.add_argument("command", choices=["up", "down", "status", "fleet"])
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(os.environ.get("TESSERA_STATE_DIR", REPO / ".tessera")),
+    )
+    parser.add_argument("--fleet", type=Path, default=fleet_mod.FLEET_FILE, help="fleet file")
+    parser.add_argument("--scale", type=int, default=1, help="multiply every fleet group's count")
+    parser.add_argument("--no-fleet", action="store_true", help="start without simulated nodes")
+    args = parser.parse_args(argv)
+    cluster = Cluster(args.state_dir.resolve())
+    try:
+        if args.command == "up":
+            cluster.up(None if args.no_fleet else args.fleet, args.scale)
+        elif args.command == "down":
+            cluster.down()
+        elif args.command == "fleet":
+            if not cluster.load():
+                raise ClusterError("no cluster is running; run `make cluster-up` first")
+            cluster.create_fleet(args.fleet, args.scale)
+        else:
+            if not cluster.load():
+                print("no cluster")
+                return 1
+            status = {"server": cluster.server, "running": cluster.running(),
+                      "healthy": cluster.healthy(), "kubeconfig": str(cluster.kubeconfig)}  # fmt: skip
+            print(json.dumps(status))
+    except (ClusterError, subprocess.CalledProcessError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

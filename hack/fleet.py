@@ -1,0 +1,80 @@
+"""Expands a fleet file into kwok Node manifests: the simulated mixed-accelerator fleet.
+Standard library and PyYAML only, so tests, the demo and benchmarks can all import it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+FLEET_FILE = Path(__file__).parent / "fleet" / "fleet.yaml"
+KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
+FLEET_LABEL = "tessera.dev/simulated"
+
+
+def load_groups(path: Path = FLEET_FILE) -> list[dict[str, Any]]:
+    """The node groups of a fleet file, validated enough to fail with a clear message."""
+    doc = yaml.safe_load(path.read_text())
+    groups = doc.get("groups") if isinstance(doc, dict) else None
+    if not isinstance(groups, list) or not groups:
+        raise ValueError(f"{path}: expected a top-level 'groups' list")
+    for group in groups:
+        for key in ("name", "count", "labels", "capacity"):
+            if key not in group:
+                raise ValueError(f"{path}: group {group.get('name', '?')!r} lacks {key!r}")
+    return groups
+
+
+def node_manifests(groups: list[dict[str, Any]], scale: int = 1) -> list[dict[str, Any]]:
+    """One Node per simulated machine; `scale` multiplies every group's count.
+
+    Nodes carry status on create (the API server accepts a Node's status on create), so
+    capacity and allocatable are there before kwok takes the node over.
+    """
+    nodes = []
+    for group in groups:
+        count = int(group["count"]) * scale
+        width = len(str(count - 1))
+        for index in range(count):
+            name = f"{group['name']}-{index:0{width}d}" if scale > 1 else f"{group['name']}-{index}"
+            capacity = {k: str(v) for k, v in group["capacity"].items()}
+            labels = {
+                **{k: str(v) for k, v in group["labels"].items()},
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                FLEET_LABEL: "true",
+                "tessera.dev/fleet-group": group["name"],
+            }
+            nodes.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {"name": name, "labels": labels, "annotations": KWOK_ANNOTATION},
+                    "spec": {"taints": list(group.get("taints", []))},
+                    "status": {
+                        "capacity": capacity,
+                        "allocatable": dict(capacity),
+                    },
+                }
+            )
+    return nodes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Print a fleet file's Node manifests as YAML.")
+    parser.add_argument("--fleet", type=Path, default=FLEET_FILE, help="fleet file")
+    parser.add_argument("--scale", type=int, default=1, help="multiply every group's count")
+    args = parser.parse_args(argv)
+    nodes = node_manifests(load_groups(args.fleet), args.scale)
+    yaml.safe_dump_all(nodes, sys.stdout, sort_keys=False)
+    print(f"# {len(nodes)} nodes", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
