@@ -54,6 +54,10 @@ def software_reasons(needs: Mapping[str, str], pool: PoolView) -> list[str]:
     return reasons
 
 
+def _pods(n: int) -> str:
+    return f"{n} pod" if n == 1 else f"{n} pods"
+
+
 def _fmt(x: float) -> str:
     return f"{x:g}"
 
@@ -100,7 +104,7 @@ def static_reasons(
             )
         elif pool.pods_capacity(need.count) < workload.spec.replicas:
             reasons.append(
-                f"the nodes hold at most {pool.pods_capacity(need.count)} pods of "
+                f"the nodes hold at most {_pods(pool.pods_capacity(need.count))} of "
                 f"{need.count} {pool.resource}, {workload.spec.replicas} required"
             )
     return reasons
