@@ -148,6 +148,16 @@ _SET = {"x-kubernetes-list-type": "set"}
 CONDITIONS_LIST = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
 
 
+def _set(description: str, max_items: int) -> Any:
+    """A list field of unique scalars, empty by default."""
+    return _field(description, default_factory=list, max_length=max_items, json_schema_extra=_SET)
+
+
+ModelName = Annotated[str, Field(pattern=MODEL_PATTERN, max_length=63)]
+FeatureName = Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]
+PoolName = Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=MAX_NAME_LENGTH)]
+
+
 # --- Shared Kubernetes shapes -------------------------------------------------------------
 
 
@@ -371,11 +381,8 @@ class AcceleratorPoolSpec(_Model):
         default_factory=dict,
         max_length=32,
     )
-    features: list[Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]] = _field(
-        "Capabilities beyond the catalog's, e.g. nvlink, infiniband.",
-        default_factory=list,
-        max_length=32,
-        json_schema_extra=_SET,
+    features: list[FeatureName] = _set(
+        "Capabilities beyond the catalog's, e.g. nvlink, infiniband.", 32
     )
     preference: int = _field(
         "Admin bias added to every score on this pool, from -100 (avoid) to 100 (prefer).",
@@ -587,6 +594,7 @@ POD_TEMPLATE_SCHEMA: dict[str, Any] = {
         cel(
             "has(self.spec) && has(self.spec.containers) && size(self.spec.containers) > 0",
             "template needs at least one container in spec.containers",
+            field_path=".spec.containers",
             reason="FieldValueRequired",
         ),
     ],
@@ -622,38 +630,11 @@ class AcceleratorNeeds(_Model):
         "compute: scored by peak FLOPS at the precision; memory: by memory bandwidth.",
         Profile.COMPUTE,
     )
-    vendors: list[Vendor] = _field(
-        "Allowed vendors; empty allows any.",
-        default_factory=list,
-        max_length=6,
-        json_schema_extra=_SET,
-    )
-    models: list[Annotated[str, Field(pattern=MODEL_PATTERN, max_length=63)]] = _field(
-        "Allowed models (catalog keys); empty allows any.",
-        default_factory=list,
-        max_length=64,
-        json_schema_extra=_SET,
-    )
-    exclude_models: list[Annotated[str, Field(pattern=MODEL_PATTERN, max_length=63)]] = _field(
-        "Models never to use; must not overlap models.",
-        default_factory=list,
-        max_length=64,
-        json_schema_extra=_SET,
-    )
-    pools: list[
-        Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=MAX_NAME_LENGTH)]
-    ] = _field(
-        "Allowed pools by name; empty allows any.",
-        default_factory=list,
-        max_length=64,
-        json_schema_extra=_SET,
-    )
-    features: list[Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]] = _field(
-        "Capabilities the pool must have, e.g. nvlink.",
-        default_factory=list,
-        max_length=32,
-        json_schema_extra=_SET,
-    )
+    vendors: list[Vendor] = _set("Allowed vendors; empty allows any.", len(Vendor))
+    models: list[ModelName] = _set("Allowed models (catalog keys); empty allows any.", 64)
+    exclude_models: list[ModelName] = _set("Models never to use; must not overlap models.", 64)
+    pools: list[PoolName] = _set("Allowed pools by name; empty allows any.", 64)
+    features: list[FeatureName] = _set("Capabilities the pool must have, e.g. nvlink.", 32)
     software: dict[
         Annotated[str, Field(pattern=SOFTWARE_KEY_PATTERN)],
         Annotated[str, Field(pattern=CONSTRAINT_PATTERN, max_length=40)],

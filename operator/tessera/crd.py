@@ -13,19 +13,18 @@ from pydantic import BaseModel
 
 from tessera import api
 
-# Schema keywords the API server accepts in a structural schema, and how we treat them.
-_KEPT = {
+# Schema keywords the API server accepts in a structural schema, in the order the YAML shows
+# them (type and description first; x-kubernetes-* extensions come last).
+_ORDER = (
     "type",
     "description",
-    "properties",
-    "required",
-    "items",
-    "additionalProperties",
+    "format",
     "enum",
     "default",
+    "nullable",
     "minimum",
-    "maximum",
     "exclusiveMinimum",
+    "maximum",
     "exclusiveMaximum",
     "minLength",
     "maxLength",
@@ -34,9 +33,12 @@ _KEPT = {
     "maxItems",
     "minProperties",
     "maxProperties",
-    "format",
-    "nullable",
-}
+    "required",
+    "properties",
+    "items",
+    "additionalProperties",
+)
+_KEPT = frozenset(_ORDER)
 _DROPPED = {"title", "examples", "$defs"}
 _FORMATS = {"date-time", "date", "duration", "int32", "int64", "float", "double", "byte"}
 
@@ -52,7 +54,7 @@ _ROOT_PROPERTIES: dict[str, Any] = {
         "description": "Kind is a string value representing the REST resource this object "
         "represents.",
     },
-    "metadata": {"type": "object"},
+    "metadata": {"type": "object"},  # the API server forbids anything else, even a description
 }
 
 
@@ -176,6 +178,7 @@ def structural(
             out[key] = copy.deepcopy(value)
         else:
             raise SchemaError(f"{name}: unsupported schema keyword {key!r}")
+    _mention_default(out)
     if (
         out.get("type") == "object"
         and "properties" not in out
@@ -185,31 +188,6 @@ def structural(
     if rules:
         out["x-kubernetes-validations"] = [_rule_order(r) for r in rules]
     return _ordered(out)
-
-
-_ORDER = (
-    "type",
-    "description",
-    "format",
-    "enum",
-    "default",
-    "nullable",
-    "minimum",
-    "exclusiveMinimum",
-    "maximum",
-    "exclusiveMaximum",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "minItems",
-    "maxItems",
-    "minProperties",
-    "maxProperties",
-    "required",
-    "properties",
-    "items",
-    "additionalProperties",
-)
 
 
 _RULE_ORDER = ("rule", "message", "messageExpression", "fieldPath", "reason")
@@ -223,6 +201,23 @@ def _ordered(node: dict[str, Any]) -> dict[str, Any]:
     """Keys in reading order (type and description first, extensions last), for the YAML."""
     rank = {key: i for i, key in enumerate(_ORDER)}
     return dict(sorted(node.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
+
+
+def _mention_default(node: dict[str, Any]) -> None:
+    """Appends a scalar default to the description: `kubectl explain` does not show defaults."""
+    value = node.get("default")
+    if value is None or value == "" or isinstance(value, dict | list):
+        return
+    text = node.get("description", "")
+    if "default" in text.lower():
+        return
+    if isinstance(value, bool):
+        shown = str(value).lower()
+    elif isinstance(value, float):
+        shown = f"{value:g}"
+    else:
+        shown = str(value)
+    node["description"] = f"{text} Defaults to {shown}.".strip()
 
 
 def model_schema(
