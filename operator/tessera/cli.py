@@ -1,0 +1,139 @@
+"""The `tessera` command: `run` starts the operator, `explain` prints why a workload went
+where it did. Wires the layers together; clear messages and exit codes, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from tessera import __version__, api
+from tessera.errors import ApiError, ClusterUnreachable, CRDsMissing, NotFound
+
+
+def _run(args: argparse.Namespace) -> int:
+    import kopf
+
+    from tessera import handlers, metrics
+    from tessera.handlers.reconciler import Reconciler
+    from tessera.k8s import Kube
+
+    log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN
+    kopf.configure(verbose=args.verbose, log_format=log_format)
+    log = logging.getLogger("tessera")
+    try:
+        kube = Kube.connect(args.kubeconfig, args.context)
+        version = kube.version()
+        kube.check_crds()
+    except (ClusterUnreachable, CRDsMissing) as err:
+        print(f"tessera: {err}", file=sys.stderr)
+        return 2
+    log.info("tessera %s connected to Kubernetes %s", __version__, version)
+    try:
+        server = metrics.serve(
+            args.metrics_address, args.metrics_port, metrics.Health(kube.version)
+        )
+    except OSError as err:
+        print(f"tessera: cannot serve metrics on {args.metrics_address}:{args.metrics_port}: "
+              f"{err.strerror}", file=sys.stderr)  # fmt: skip
+        return 2
+    log.info("metrics and /healthz on %s:%d", args.metrics_address, args.metrics_port)
+
+    settings = kopf.OperatorSettings()
+    # kopf's own bookkeeping lives under Tessera's prefix, not in status.
+    settings.persistence.finalizer = f"{api.GROUP}/kopf-finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=api.GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=api.GROUP, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    settings.execution.max_workers = 4
+    settings.watching.server_timeout = 300
+    memo = kopf.Memo(reconciler=Reconciler(kube))
+    _ = handlers  # importing registers the indexes and the loop with kopf
+    try:
+        kopf.run(
+            clusterwide=not args.namespace,
+            namespaces=args.namespace or (),
+            standalone=args.peering is None,
+            peering_name=args.peering,
+            settings=settings,
+            memo=memo,
+        )
+    finally:
+        server.shutdown()
+    return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from tessera.k8s import Kube
+    from tessera.placement import table
+
+    namespace, _, name = args.workload.rpartition("/")
+    namespace = namespace or args.namespace
+    try:
+        kube = Kube.connect(args.kubeconfig, args.context)
+        path = f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{namespace}/workloads/{name}"
+        body = kube.request("GET", path)
+    except NotFound:
+        print(f"tessera: workload {namespace}/{name} not found", file=sys.stderr)
+        return 1
+    except (ClusterUnreachable, ApiError) as err:
+        print(f"tessera: {err}", file=sys.stderr)
+        return 2
+    status = api.WorkloadStatus.model_validate(body.get("status") or {})
+    where = (
+        f"on {status.pool} ({status.accelerator}, score {status.score:.1f})"
+        if status.pool
+        else "not placed"
+    )
+    print(f"{namespace}/{name}: {status.phase.value}, {where}")
+    if status.message:
+        print(status.message)
+    if status.candidates:
+        print()
+        print(table(status.candidates))
+    for excluded in status.excluded_pools:
+        print(f"withdrawn from {excluded.pool}: {excluded.reason}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="tessera", description=__doc__.splitlines()[0])
+    top.add_argument("--version", action="version", version=f"tessera {__version__}")
+    sub = top.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: in-cluster, then KUBECONFIG)"
+    )
+    common.add_argument("--context", help="kubeconfig context")
+
+    run = sub.add_parser("run", parents=[common], help="run the operator")
+    run.add_argument("-n", "--namespace", action="append", default=[],
+                     help="watch workloads in this namespace (repeatable; default: all)")  # fmt: skip
+    run.add_argument("--metrics-port", type=int, default=8080, help="port of /metrics and /healthz")
+    run.add_argument("--metrics-address", default="0.0.0.0", help="address to serve metrics on")
+    run.add_argument("--log-format", choices=["text", "json"], default="text")
+    run.add_argument("--peering", metavar="NAME",
+                     help="kopf peering object for failover between replicas (default: standalone)")  # fmt: skip
+    run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    run.set_defaults(func=_run)
+
+    explain = sub.add_parser("explain", parents=[common], help="why a workload is where it is")
+    explain.add_argument("workload", help="NAME or NAMESPACE/NAME")
+    explain.add_argument("-n", "--namespace", default="default")
+    explain.set_defaults(func=_explain)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""Tessera's error hierarchy: one place, one line of docstring each.
+Foreign errors (ApiException, ValidationError) are translated into these at the boundary."""
+
+from __future__ import annotations
+
+
+class TesseraError(Exception):
+    """Base of every error Tessera raises on purpose."""
+
+
+class ClusterUnreachable(TesseraError):
+    """The Kubernetes API server cannot be reached or refuses our credentials."""
+
+
+class CRDsMissing(TesseraError):
+    """Tessera's CustomResourceDefinitions are not installed in the cluster."""
+
+
+class ApiError(TesseraError):
+    """The API server answered a request with an error."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status, self.reason, self.message = status, reason, message
+
+
+class NotFound(ApiError):
+    """The object does not exist (any more)."""
+
+
+class Conflict(ApiError):
+    """The object already exists, or changed since it was read."""
+
+
+class InvalidSpec(TesseraError):
+    """An object's spec cannot be parsed; the message names the field."""

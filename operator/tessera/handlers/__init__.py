@@ -1,0 +1,128 @@
+"""The kopf shell: indexes of nodes, pods, pools, workloads and namespaces, and the task that
+runs the serialized reconcile loop over a copy of them. Imports kopf; the core stays pure."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+
+from tessera import api
+from tessera.handlers.reconciler import Reconciler
+from tessera.world import World, node_facts, object_facts, pod_facts
+
+log = logging.getLogger("tessera.handlers")
+
+# What the indexes watch, as (API group, plural): the source of the list/watch RBAC rules.
+WATCHED = (
+    ("", "nodes"),
+    ("", "pods"),
+    ("", "namespaces"),
+    (api.GROUP, "acceleratorpools"),
+    (api.GROUP, "workloads"),
+)
+
+INTERVAL = 2.0  # a full cycle at least this often, even when nothing seems to change
+SETTLE = 0.2  # after a change, wait this long so a burst is handled in one cycle
+
+_changed = threading.Event()  # set by the indexes whenever something they hold changes
+_indexed = threading.Event()  # set once kopf has pre-populated every index
+
+
+def _touch() -> None:
+    _changed.set()
+
+
+@kopf.index("nodes")
+def nodes_idx(body: kopf.Body, name: str, **_: Any) -> dict[str, Any]:
+    _touch()
+    return {name: node_facts(body)}
+
+
+@kopf.index("pods")
+def pods_idx(
+    body: kopf.Body, namespace: str, name: str, **_: Any
+) -> dict[tuple[str, str], Any] | None:
+    facts = pod_facts(body)
+    if not facts.requests and not facts.workload:
+        return None  # a pod with no devices and not ours changes nothing Tessera counts
+    _touch()
+    return {(namespace, name): facts}
+
+
+@kopf.index(api.GROUP, api.VERSION, "acceleratorpools")
+def pools_idx(body: kopf.Body, name: str, **_: Any) -> dict[str, Any]:
+    _touch()
+    return {name: object_facts(body)}
+
+
+@kopf.index(api.GROUP, api.VERSION, "workloads")
+def workloads_idx(body: kopf.Body, namespace: str, name: str, **_: Any) -> dict[str, Any]:
+    _touch()
+    return {f"{namespace}/{name}": object_facts(body)}
+
+
+@kopf.index("namespaces")
+def namespaces_idx(name: str, labels: kopf.Labels, **_: Any) -> dict[str, Any]:
+    return {name: dict(labels)}
+
+
+@kopf.on.event("namespaces", when=lambda **_: not _indexed.is_set())
+def indexes_ready(**_: Any) -> None:
+    """kopf runs non-indexing handlers only after every index is pre-populated."""
+    _indexed.set()
+
+
+def _single(index: Any) -> dict[Any, Any]:
+    """An index's values (each key holds one object's facts)."""
+    return {key: next(iter(store)) for key, store in index.items() if store}
+
+
+def _copy_world(indices: dict[str, Any]) -> World:
+    """Copies the indexes into a World; runs on the event loop, so nothing changes meanwhile."""
+    return World(
+        nodes=_single(indices["nodes_idx"]),
+        pods=list(_single(indices["pods_idx"]).values()),
+        pools=_single(indices["pools_idx"]),
+        workloads=_single(indices["workloads_idx"]),
+        namespaces=_single(indices["namespaces_idx"]),
+    )
+
+
+async def run_loop(reconciler: Reconciler, indices: dict[str, Any], stop: asyncio.Event) -> None:
+    """The serialized loop: wait for a change (or INTERVAL), copy the world, run one cycle."""
+    await asyncio.to_thread(_indexed.wait)
+    log.info("indexes populated; placement loop running every %.0fs or on change", INTERVAL)
+    while not stop.is_set():
+        await asyncio.to_thread(_changed.wait, INTERVAL)
+        await asyncio.sleep(SETTLE)
+        _changed.clear()
+        world = _copy_world(indices)
+        try:
+            await asyncio.to_thread(reconciler.cycle, world, datetime.now(UTC))
+        except Exception:
+            log.exception("reconcile cycle failed; retrying")
+            await asyncio.sleep(INTERVAL)
+
+
+@kopf.on.startup()
+async def start_loop(memo: kopf.Memo, logger: kopf.Logger, **kwargs: Any) -> None:
+    """Starts the loop beside kopf's watchers; indices arrive live (kopf updates them)."""
+    indices = {
+        name: kwargs[name]
+        for name in ("nodes_idx", "pods_idx", "pools_idx", "workloads_idx", "namespaces_idx")
+    }
+    memo.stop_loop = asyncio.Event()
+    memo.loop_task = asyncio.create_task(run_loop(memo.reconciler, indices, memo.stop_loop))
+
+
+@kopf.on.cleanup()
+async def stop_loop(memo: kopf.Memo, **_: Any) -> None:
+    if getattr(memo, "stop_loop", None) is not None:
+        memo.stop_loop.set()
+        _changed.set()
+        memo.loop_task.cancel()

@@ -1,0 +1,557 @@
+"""The serialized reconcile loop: one cycle over one World copy places pending workloads,
+materialises pods, keeps status true, falls back and migrates. I/O only through tessera.k8s."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from tessera import api, metrics, placement, runtime
+from tessera.errors import ApiError, Conflict, NotFound, TesseraError
+from tessera.k8s import Kube
+from tessera.world import TERMINAL, ObjectFacts, Placed, PodFacts, World, condition, pool_status
+
+log = logging.getLogger("tessera.reconciler")
+
+STATUS_KEYS = ("phase", "replicas", "readyReplicas", "summary", "message", "conditions")
+
+
+def _iso(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _dump(models: Any) -> Any:
+    return [m.model_dump(by_alias=True, mode="json", exclude_none=True) for m in models]
+
+
+class Reconciler:
+    """Holds what one operator process remembers between cycles (never the source of truth)."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.recent: dict[str, tuple[str, Placed]] = {}  # key -> (workload uid, placement)
+        self.said: dict[str, str] = {}  # last event message per object, to avoid repeating
+
+    # --- one cycle ------------------------------------------------------------------------
+
+    def cycle(self, world: World, now: datetime) -> None:
+        self._prune_recent(world)
+        world.recent = {k: p for k, (_, p) in self.recent.items()}
+        world.__post_init__()  # recompute reservations with this process's recent decisions
+        for name in sorted(world.pools):
+            self._guard("AcceleratorPool", self._update_pool, world, name, now)
+        with metrics.CYCLE_SECONDS.time():
+            self._guard("Workload", self._place, world, now)
+        for key in sorted(world.workloads):
+            self._guard("Workload", self._reconcile_workload, world, key, now)
+        self._metrics(world, now)
+
+    def _guard(self, kind: str, fn: Any, *args: Any) -> None:
+        """One object's failure is logged and counted, never stops the loop."""
+        try:
+            fn(*args)
+        except TesseraError as err:
+            metrics.RECONCILE_ERRORS.labels(kind).inc()
+            log.warning("reconciling %s failed: %s", kind, err)
+        except Exception:
+            metrics.RECONCILE_ERRORS.labels(kind).inc()
+            log.exception("reconciling %s failed unexpectedly", kind)
+
+    def _prune_recent(self, world: World) -> None:
+        """Forget a remembered decision once the index shows it (or the workload is gone)."""
+        for key, (uid, placed) in list(self.recent.items()):
+            facts = world.workloads.get(key)
+            if facts is None or facts.uid != uid or facts.status.get("pool") == placed.pool:
+                del self.recent[key]
+
+    def _event(
+        self, obj: ObjectFacts, kind: str, reason: str, message: str, warning: bool = False
+    ) -> None:
+        key = f"{kind}/{obj.namespace}/{obj.name}/{reason}"
+        if self.said.get(key) == message:
+            return
+        self.said[key] = message
+        try:
+            self.kube.post_event(dict(obj.body), kind, reason, message, warning)
+        except ApiError as err:
+            log.warning("could not post event %s on %s: %s", reason, obj.name, err)
+
+    # --- pools ----------------------------------------------------------------------------
+
+    def _update_pool(self, world: World, name: str, now: datetime) -> None:
+        facts = world.pools[name]
+        status = pool_status(world, name, now)
+        current = {k: facts.status.get(k) for k in status}
+        if current != status:
+            self.kube.patch_pool_status(name, status)
+        old = {c.get("type"): c for c in facts.status.get("conditions") or []}
+        for cond in status["conditions"]:
+            prev = old.get(cond["type"])
+            if prev is not None and prev.get("status") == cond["status"]:
+                continue
+            bad = (cond["type"] == "Ready") != (cond["status"] == "True")
+            if prev is None and not bad:
+                continue  # a healthy first status is not news
+            self._event(facts, "AcceleratorPool", cond["reason"], cond["message"], warning=bad)
+
+    # --- placement ------------------------------------------------------------------------
+
+    def _spec(self, facts: ObjectFacts) -> api.WorkloadSpec | None:
+        try:
+            return api.WorkloadSpec.model_validate(facts.spec)
+        except ValidationError as err:
+            message = "; ".join(
+                f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()[:3]
+            )
+            conds = facts.status.get("conditions") or []
+            cond = condition(
+                "Ready", False, "InvalidSpec", message, facts.generation, conds, _now()
+            )
+            if facts.status.get("message") != message:
+                self.kube.patch_workload_status(
+                    facts.namespace or "", facts.name,
+                    {"message": message, "conditions": [cond], "observedGeneration": facts.generation},
+                )  # fmt: skip
+                self._event(facts, "Workload", "InvalidSpec", message, warning=True)
+            return None
+
+    def _place(self, world: World, now: datetime) -> None:
+        pending: list[placement.PendingWorkload] = []
+        for key, facts in sorted(world.workloads.items()):
+            if facts.deleting or facts.status.get("phase") in TERMINAL:
+                continue
+            if world.placement_of(key) is not None:
+                continue
+            spec = self._spec(facts)
+            if spec is None:
+                continue
+            excluded = tuple(e.get("pool", "") for e in facts.status.get("excludedPools") or [])
+            pending.append(
+                placement.PendingWorkload(
+                    namespace=facts.namespace or "", name=facts.name, spec=spec,
+                    created_at=facts.created, excluded_pools=excluded,
+                )
+            )  # fmt: skip
+        if not pending:
+            return
+        decisions = placement.plan(pending, world.snapshot(), now)
+        for decision in decisions:
+            key = f"{decision.namespace}/{decision.name}"
+            facts = world.workloads[key]
+            if decision.placed:
+                self._record_placement(world, facts, decision, now)
+            else:
+                self._record_waiting(facts, decision, now)
+
+    def _placement_status(
+        self, facts: ObjectFacts, decision: placement.Decision, now: datetime, message: str
+    ) -> dict[str, Any]:
+        conds = facts.status.get("conditions") or []
+        gen = facts.generation
+        return {
+            "phase": api.Phase.PLACED.value,
+            "pool": decision.pool,
+            "accelerator": decision.accelerator,
+            "vendor": decision.vendor.value if decision.vendor else None,
+            "score": decision.score,
+            "assignments": _dump(decision.assignments),
+            "candidates": _dump(decision.candidates),
+            "message": message,
+            "placedAt": _iso(now),
+            "observedGeneration": gen,
+            "conditions": [
+                condition("Placed", True, "Placed", message, gen, conds, now),
+                condition(
+                    "Ready", False, "PodsStarting", "pods are being created", gen, conds, now
+                ),
+            ],
+        }
+
+    def _record_placement(
+        self, world: World, facts: ObjectFacts, decision: placement.Decision, now: datetime
+    ) -> None:
+        """Writes the decision into status first (guarded by resourceVersion), then remembers it."""
+        message = decision.message or f"placed on {decision.pool}"
+        status = self._placement_status(facts, decision, now, message)
+        ns = facts.namespace or ""
+        try:
+            self.kube.patch_workload_status(ns, facts.name, status, facts.resource_version)
+        except Conflict:
+            log.info("workload %s/%s changed under us; deciding again next cycle", ns, facts.name)
+            return
+        assignments = {a.replica: a.node for a in decision.assignments}
+        self.recent[f"{ns}/{facts.name}"] = (
+            facts.uid,
+            Placed(decision.pool or "", assignments, now),
+        )
+        objective = (
+            "custom" if facts.spec.get("weights") else str(facts.spec.get("objective", "balanced"))
+        )
+        metrics.PLACEMENTS.labels(decision.pool, objective).inc()
+        self._event(facts, "Workload", "Placed", message)
+        log.info(
+            "placed %s/%s on %s (score %.1f)", ns, facts.name, decision.pool, decision.score or 0
+        )
+
+    def _record_waiting(
+        self, facts: ObjectFacts, decision: placement.Decision, now: datetime
+    ) -> None:
+        message = decision.message or "waiting for capacity"
+        candidates = _dump(decision.candidates)
+        if facts.status.get("message") == message and facts.status.get("candidates") == candidates:
+            return
+        conds = facts.status.get("conditions") or []
+        gen = facts.generation
+        feasible = any(c.feasible for c in decision.candidates)
+        reason = "WaitingForCapacity" if feasible else "NoFeasiblePool"
+        status = {
+            "phase": api.Phase.PENDING.value,
+            "candidates": candidates,
+            "message": message,
+            "observedGeneration": gen,
+            "summary": {"ready": f"0/{facts.spec.get('replicas', 1)}"},
+            "conditions": [
+                condition("Placed", False, reason, message, gen, conds, now),
+                condition("Ready", False, "NotPlaced", message, gen, conds, now),
+            ],
+        }
+        try:
+            self.kube.patch_workload_status(
+                facts.namespace or "", facts.name, status, facts.resource_version
+            )
+        except Conflict:
+            return
+        self._event(facts, "Workload", reason, message, warning=not feasible)
+
+    # --- materialisation and lifecycle ------------------------------------------------------
+
+    def _reconcile_workload(self, world: World, key: str, now: datetime) -> None:
+        facts = world.workloads[key]
+        if facts.deleting or facts.status.get("phase") in TERMINAL:
+            return
+        placed = world.placement_of(key)
+        if placed is None:
+            return
+        spec = self._spec(facts)
+        if spec is None:
+            return
+        pods = [p for p in world.pods_by_workload.get(key, []) if p.owner_uid == facts.uid]
+        current = {p.replica: p for p in pods if p.pool == placed.pool and p.replica is not None}
+        old = [p for p in pods if p.pool != placed.pool and not p.terminal and not p.deleting]
+        if placed.pool not in world.pool_specs:
+            self._withdraw(
+                facts, placed, list(current.values()), f"pool {placed.pool} was deleted", now
+            )
+            return
+        if self._fallback_due(spec, current, now):
+            stuck = next(p for p in current.values() if p.unschedulable_since)
+            why = f"pods unschedulable for over {spec.placement.fallback_after_seconds}s: {stuck.unschedulable_message}"
+            self._withdraw(facts, placed, list(current.values()), why, now)
+            return
+        workload = api.Workload.model_validate(
+            {
+                "metadata": {"name": facts.name, "namespace": facts.namespace},
+                "spec": spec.model_dump(by_alias=True),
+            }
+        )
+        pool_spec = world.pool_specs[placed.pool]
+        accelerator = world.pool_state(placed.pool, with_free=False).accelerator.to_api()
+        phase = facts.status.get("phase")
+        created = 0
+        if spec.is_service:
+            created = self._reconcile_service(
+                world, facts, workload, placed, pool_spec, accelerator, current, old
+            )
+        elif phase in (None, api.Phase.PENDING.value, api.Phase.PLACED.value):
+            for replica in range(spec.replicas):
+                if replica not in current:
+                    pod = runtime.build_pod(
+                        workload,
+                        facts.uid,
+                        placed.pool,
+                        pool_spec,
+                        accelerator,
+                        replica,
+                        placed.assignments.get(replica),
+                    )
+                    created += self.kube.create_pod(pod)
+        if created and len(current) + created >= spec.replicas and phase == api.Phase.PLACED.value:
+            metrics.PLACEMENT_LATENCY.observe(max(0.0, (now - facts.created).total_seconds()))
+        self._write_lifecycle(facts, spec, placed, current, old, created, now)
+        if spec.is_service and pool_spec.draining and not old and self._all_ready(current, spec):
+            self._migrate(world, facts, spec, placed, now)
+
+    def _all_ready(self, current: Mapping[int | None, PodFacts], spec: api.WorkloadSpec) -> bool:
+        return sum(1 for p in current.values() if p.ready and not p.deleting) == spec.replicas
+
+    def _reconcile_service(self, world: World, facts: ObjectFacts, workload: api.Workload, placed: Placed,
+                           pool_spec: api.AcceleratorPoolSpec, accelerator: api.ResolvedAccelerator,
+                           current: dict[int | None, PodFacts], old: list[PodFacts]) -> int:  # fmt: skip
+        """Keeps every replica running on the placed pool. While old pods run elsewhere (a
+        migration), moves one replica at a time: the new pod Ready before the old is deleted."""
+        spec = workload.spec
+        old_by_replica: dict[int | None, list[PodFacts]] = {}
+        for p in old:
+            old_by_replica.setdefault(p.replica, []).append(p)
+        created = 0
+        in_flight = any(
+            r in old_by_replica and (p.deleting or not p.ready) for r, p in current.items()
+        )
+        for replica in range(spec.replicas):
+            pod = current.get(replica)
+            if pod is not None and (pod.terminal or pod.deleting):
+                if pod.terminal and not pod.deleting:
+                    self.kube.delete_pod(pod.namespace, pod.name, pod.uid)  # recreated next cycle
+                continue
+            if pod is None:
+                if replica in old_by_replica and in_flight:
+                    continue  # one replica at a time
+                new = runtime.build_pod(
+                    workload,
+                    facts.uid,
+                    placed.pool,
+                    pool_spec,
+                    accelerator,
+                    replica,
+                    placed.assignments.get(replica),
+                )
+                created += self.kube.create_pod(new)
+                if replica in old_by_replica:
+                    in_flight = True
+                continue
+            if pod.ready:
+                for stale in old_by_replica.get(replica, []):
+                    self.kube.delete_pod(stale.namespace, stale.name, stale.uid)
+                    self._event(facts, "Workload", "Migrated",
+                                f"replica {replica} moved from {stale.pool} to {placed.pool}")  # fmt: skip
+        # Old pods for replicas beyond the desired count have nowhere to go.
+        for replica, stale_pods in old_by_replica.items():
+            if replica is None or replica >= spec.replicas:
+                for stale in stale_pods:
+                    self.kube.delete_pod(stale.namespace, stale.name, stale.uid)
+        return created
+
+    def _fallback_due(
+        self, spec: api.WorkloadSpec, current: Mapping[int | None, PodFacts], now: datetime
+    ) -> bool:
+        limit = spec.placement.fallback_after_seconds
+        if limit <= 0:
+            return False
+        return any(
+            p.unschedulable_since is not None
+            and not p.node
+            and (now - p.unschedulable_since).total_seconds() > limit
+            for p in current.values()
+        )
+
+    def _withdraw(
+        self, facts: ObjectFacts, placed: Placed, pods: list[PodFacts], why: str, now: datetime
+    ) -> None:
+        """Deletes the gang's pods on the pool and re-queues the workload without that pool."""
+        ns = facts.namespace or ""
+        for pod in pods:
+            if not pod.terminal:
+                self.kube.delete_pod(ns, pod.name, pod.uid)
+        excluded = list(facts.status.get("excludedPools") or [])
+        if placed.pool not in {e.get("pool") for e in excluded}:
+            excluded.append({"pool": placed.pool, "reason": why[:1000]})
+        conds = facts.status.get("conditions") or []
+        gen = facts.generation
+        message = f"withdrawn from {placed.pool}: {why}"
+        status = {
+            "phase": api.Phase.PENDING.value, "pool": None, "accelerator": None, "vendor": None,
+            "score": None, "assignments": [], "placedAt": None, "excludedPools": excluded,
+            "message": message, "observedGeneration": gen,
+            "conditions": [
+                condition("Placed", False, "FallbackTriggered", message, gen, conds, now),
+                condition("Ready", False, "NotPlaced", message, gen, conds, now),
+            ],
+        }  # fmt: skip
+        self.kube.patch_workload_status(ns, facts.name, status)
+        self.recent.pop(f"{ns}/{facts.name}", None)
+        metrics.FALLBACKS.labels(placed.pool).inc()
+        self._event(facts, "Workload", "FallbackTriggered", message, warning=True)
+        log.warning("workload %s/%s %s", ns, facts.name, message)
+
+    def _migrate(
+        self,
+        world: World,
+        facts: ObjectFacts,
+        spec: api.WorkloadSpec,
+        placed: Placed,
+        now: datetime,
+    ) -> None:
+        """A service on a draining pool: choose the next best pool for the whole gang."""
+        ns = facts.namespace or ""
+        excluded = tuple(e.get("pool", "") for e in facts.status.get("excludedPools") or []) + (
+            placed.pool,
+        )
+        pending = placement.PendingWorkload(
+            namespace=ns,
+            name=facts.name,
+            spec=spec,
+            created_at=facts.created,
+            excluded_pools=excluded,
+        )
+        (decision,) = placement.plan([pending], world.snapshot(), now)
+        if not decision.placed:
+            message = (
+                f"pool {placed.pool} is draining; no other pool has room yet: {decision.message}"
+            )
+            if facts.status.get("message") != message:
+                self.kube.patch_workload_status(ns, facts.name, {"message": message})
+                self._event(facts, "Workload", "MigrationWaiting", message, warning=True)
+            return
+        message = f"pool {placed.pool} is draining: migrating to {decision.pool}, one pod at a time"
+        status = self._placement_status(facts, decision, now, message)
+        status["phase"] = facts.status.get("phase", api.Phase.RUNNING.value)
+        status["conditions"] = [
+            c for c in facts.status.get("conditions") or [] if c.get("type") != "Placed"
+        ] + [
+            condition(
+                "Placed",
+                True,
+                "Migrating",
+                message,
+                facts.generation,
+                facts.status.get("conditions") or [],
+                now,
+            )
+        ]
+        try:
+            self.kube.patch_workload_status(ns, facts.name, status, facts.resource_version)
+        except Conflict:
+            return
+        assignments = {a.replica: a.node for a in decision.assignments}
+        self.recent[f"{ns}/{facts.name}"] = (
+            facts.uid,
+            Placed(decision.pool or "", assignments, now),
+        )
+        self._event(facts, "Workload", "Migrating", message)
+
+    def _write_lifecycle(self, facts: ObjectFacts, spec: api.WorkloadSpec, placed: Placed,
+                         current: Mapping[int | None, PodFacts], old: list[PodFacts], created: int, now: datetime) -> None:  # fmt: skip
+        """Phase, replica counts and conditions from the pods, written only when they change."""
+        want = spec.replicas
+        live = [p for p in current.values() if not p.deleting]
+        ready_replicas = {p.replica for p in live if p.ready and not p.terminal}
+        ready_replicas |= {p.replica for p in old if p.ready}
+        succeeded = [p for p in live if p.phase == "Succeeded"]
+        failed = [p for p in live if p.phase == "Failed"]
+        phase = facts.status.get("phase") or api.Phase.PLACED.value
+        gen = facts.generation
+        conds = [
+            c
+            for c in facts.status.get("conditions") or []
+            if c.get("type") not in ("Ready", "Complete", "Failed")
+        ]
+        message = facts.status.get("message", "")
+        new_conds = []
+        if not spec.is_service and failed:
+            phase = api.Phase.FAILED.value
+            message = f"pod {failed[0].name} failed"
+            new_conds.append(condition("Failed", True, "PodFailed", message, gen, conds, now))
+            new_conds.append(condition("Ready", False, "PodFailed", message, gen, conds, now))
+        elif not spec.is_service and len(succeeded) == want:
+            phase = api.Phase.SUCCEEDED.value
+            message = f"all {want} pods succeeded"
+            new_conds.append(condition("Complete", True, "Succeeded", message, gen, conds, now))
+            new_conds.append(condition("Ready", True, "Succeeded", message, gen, conds, now))
+        elif (
+            not spec.is_service and phase == api.Phase.RUNNING.value and len(live) + created < want
+        ):
+            phase = api.Phase.FAILED.value
+            message = f"{want - len(live)} pods vanished before completing"
+            new_conds.append(condition("Failed", True, "PodLost", message, gen, conds, now))
+            new_conds.append(condition("Ready", False, "PodLost", message, gen, conds, now))
+        else:
+            ready = len(ready_replicas) + len(succeeded)
+            if ready >= want:
+                phase = api.Phase.RUNNING.value
+                new_conds.append(
+                    condition(
+                        "Ready",
+                        True,
+                        "AllReplicasReady",
+                        f"{want}/{want} replicas ready on {placed.pool}",
+                        gen,
+                        conds,
+                        now,
+                    )
+                )
+            else:
+                if spec.is_service and phase == api.Phase.RUNNING.value:
+                    phase = api.Phase.RUNNING.value  # a service stays Running while it heals
+                elif len(live) + created >= want and all(p.phase == "Running" for p in live):
+                    phase = api.Phase.RUNNING.value
+                else:
+                    phase = api.Phase.PLACED.value
+                waiting = f"{ready}/{want} replicas ready on {placed.pool}"
+                new_conds.append(
+                    condition("Ready", False, "ReplicasNotReady", waiting, gen, conds, now)
+                )
+            if (
+                not spec.is_service
+                and phase == api.Phase.RUNNING.value
+                and message.startswith("placed")
+            ):
+                message = facts.status.get("message", "")
+        counted_ready = len(ready_replicas) + len(succeeded)
+        status = {
+            "phase": phase,
+            "replicas": len([p for p in live if not p.terminal]) + created + len(old),
+            "readyReplicas": min(counted_ready, want),
+            "summary": {"ready": f"{min(counted_ready, want)}/{want}"},
+            "message": message,
+            "conditions": conds + new_conds,
+            "observedGeneration": gen,
+        }
+        current_status = {k: facts.status.get(k) for k in status}
+        if current_status == status:
+            return
+        try:
+            self.kube.patch_workload_status(
+                facts.namespace or "", facts.name, status, facts.resource_version
+            )
+        except (Conflict, NotFound):
+            return
+        if phase != facts.status.get("phase") and phase in TERMINAL:
+            self._event(facts, "Workload", phase, message, warning=phase == api.Phase.FAILED.value)
+
+    # --- metrics ----------------------------------------------------------------------------
+
+    def _metrics(self, world: World, now: datetime) -> None:
+        phases = dict.fromkeys((p.value for p in api.Phase), 0)
+        oldest = 0.0
+        for key, facts in world.workloads.items():
+            phase = facts.status.get("phase") or api.Phase.PENDING.value
+            if world.placement_of(key) is not None and phase == api.Phase.PENDING.value:
+                phase = api.Phase.PLACED.value
+            phases[phase] = phases.get(phase, 0) + 1
+            if phase == api.Phase.PENDING.value and not facts.deleting:
+                oldest = max(oldest, (now - facts.created).total_seconds())
+        for phase, n in phases.items():
+            metrics.WORKLOADS.labels(phase).set(n)
+        metrics.OLDEST_PENDING.set(oldest)
+        for name in world.pool_specs:
+            status = pool_status(world, name, now)
+            model = (status.get("accelerator") or {}).get("model", "Unknown")
+            degraded = any(
+                c["type"] == "Degraded" and c["status"] == "True" for c in status["conditions"]
+            )
+            metrics.set_pool(name, model, status.get("devices", {}), degraded)
+        for name in set(self._known_pools) - set(world.pools):
+            metrics.forget_pool(name)
+        self._known_pools = set(world.pools)
+
+    _known_pools: set[str] = set()
+
+
+def _now() -> datetime:
+    from datetime import UTC
+
+    return datetime.now(UTC)

@@ -1,0 +1,259 @@
+"""The only importer of `kubernetes`: every API call Tessera makes, plus the RBAC they need.
+Bodies travel as plain dicts; ApiException is translated into tessera.errors here, once."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from tessera import api
+from tessera.errors import ApiError, ClusterUnreachable, Conflict, CRDsMissing, NotFound
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+MERGE_PATCH = "application/merge-patch+json"
+FIELD_MANAGER = "tessera"
+
+
+@dataclass(frozen=True, order=True)
+class Access:
+    """One permission a call needs: verb on a resource of an API group."""
+
+    group: str
+    resource: str
+    verb: str
+
+
+# Every permission the code below uses, registered by the @uses decorator where the call is
+# made, so the chart's ClusterRole can be checked against the code rather than a hand list.
+_CALLS: set[Access] = set()
+
+
+def uses(group: str, resource: str, *verbs: str) -> Callable[[F], F]:
+    """Declares the permissions a function's API calls need."""
+
+    def register(fn: F) -> F:
+        _CALLS.update(Access(group, resource, v) for v in verbs)
+        return fn
+
+    return register
+
+
+def watched(resources: Iterable[tuple[str, str]]) -> set[Access]:
+    """What a kopf watch (index or handler) on each (group, plural) needs: list and watch."""
+    return {Access(g, r, v) for g, r in resources for v in ("list", "watch")}
+
+
+# kopf's own needs, beyond the resources it watches: it posts events about the objects it
+# handles and, with peering, keeps its peering object up to date.
+KOPF_BASE = {
+    Access("", "events", "create"),
+    Access("events.k8s.io", "events", "create"),
+    Access("apiextensions.k8s.io", "customresourcedefinitions", "list"),
+    Access("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
+}
+KOPF_PEERING = {
+    Access("kopf.dev", "clusterkopfpeerings", v) for v in ("get", "list", "watch", "patch")
+}
+
+
+def required_rules(peering: bool = False) -> list[dict[str, list[str]]]:
+    """The ClusterRole rules the operator needs: calls registered here plus kopf's watches."""
+    from tessera.handlers import WATCHED  # the kopf shell declares what it watches
+
+    needed = set(_CALLS) | watched(WATCHED) | KOPF_BASE | (KOPF_PEERING if peering else set())
+    grouped: dict[tuple[str, str], set[str]] = {}
+    for access in needed:
+        grouped.setdefault((access.group, access.resource), set()).add(access.verb)
+    return [
+        {"apiGroups": [group], "resources": [resource], "verbs": sorted(verbs)}
+        for (group, resource), verbs in sorted(grouped.items())
+    ]
+
+
+def _translate(err: ApiException) -> ApiError:
+    try:
+        body = json.loads(err.body or "{}")
+    except ValueError:
+        body = {}
+    message = body.get("message") or str(err.reason or "")
+    reason = body.get("reason") or str(err.reason or "")
+    status = int(err.status or 0)
+    if status == 404:
+        return NotFound(status, reason, message)
+    if status == 409:
+        return Conflict(status, reason, message)
+    return ApiError(status, reason, message)
+
+
+class Kube:
+    """A thin client over the API server: dict bodies in and out, Tessera errors on failure."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self._api = api_client
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
+        """In-cluster config when running in a pod, else the kubeconfig (or KUBECONFIG)."""
+        try:
+            if kubeconfig is None and context is None:
+                try:
+                    config.load_incluster_config()
+                    return cls(client.ApiClient())
+                except ConfigException:
+                    pass
+            return cls(config.new_client_from_config(config_file=kubeconfig, context=context))
+        except (ConfigException, OSError) as err:
+            raise ClusterUnreachable(f"no usable kubeconfig: {err}") from err
+
+    @property
+    def api_client(self) -> client.ApiClient:
+        return self._api
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+        content_type: str = "application/json",
+        timeout: float = 30,
+    ) -> dict[str, Any]:
+        """One raw request; no model validation, so any valid object round-trips intact."""
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        params = list((query or {}).items())
+        _, url, headers, data, _ = self._api.param_serialize(
+            method, path, query_params=params, header_params=headers, body=body,
+            auth_settings=["BearerToken"],
+        )  # fmt: skip
+        try:
+            resp = self._api.call_api(method, url, headers, data, _request_timeout=timeout)
+            resp.read()
+        except ApiException as err:
+            raise _translate(err) from err
+        except Exception as err:  # urllib3 connection errors and the like
+            raise ClusterUnreachable(f"{method} {path}: {err}") from err
+        if resp.status >= 400:
+            raise _translate(ApiException(http_resp=resp))
+        raw = resp.data or b"{}"
+        result: dict[str, Any] = json.loads(raw)
+        return result
+
+    # --- health and preflight -----------------------------------------------------------
+
+    def version(self) -> str:
+        """The server's gitVersion; raises ClusterUnreachable when it does not answer."""
+        try:
+            return str(self.request("GET", "/version", timeout=5).get("gitVersion", "?"))
+        except ApiError as err:
+            raise ClusterUnreachable(str(err)) from err
+
+    @uses("apiextensions.k8s.io", "customresourcedefinitions", "get")
+    def check_crds(self) -> None:
+        """Raises CRDsMissing naming the CRDs that are not installed and Established."""
+        missing = []
+        for plural in ("acceleratorpools", "workloads"):
+            name = f"{plural}.{api.GROUP}"
+            try:
+                crd = self.request(
+                    "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+                )
+            except NotFound:
+                missing.append(name)
+                continue
+            conds = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
+            if conds.get("Established") != "True":
+                missing.append(f"{name} (not Established)")
+        if missing:
+            raise CRDsMissing(
+                "Tessera's CRDs are not installed: " + ", ".join(missing)
+                + ". Install them with `kubectl apply --server-side -f crds/` or the Helm chart."
+            )  # fmt: skip
+
+    # --- pods -----------------------------------------------------------------------------
+
+    @uses("", "pods", "create")
+    def create_pod(self, pod: dict[str, Any]) -> bool:
+        """Creates a pod; False when it already exists (deterministic names make this safe)."""
+        ns = pod["metadata"]["namespace"]
+        try:
+            self.request(
+                "POST", f"/api/v1/namespaces/{ns}/pods", pod, {"fieldManager": FIELD_MANAGER}
+            )
+        except Conflict:
+            return False
+        return True
+
+    @uses("", "pods", "delete")
+    def delete_pod(self, namespace: str, name: str, uid: str | None = None) -> bool:
+        """Deletes a pod (only the one with `uid` when given); False when already gone."""
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body)
+        except NotFound:
+            return False
+        except Conflict:  # a different pod with that name now: not ours to delete
+            return False
+        return True
+
+    # --- status -----------------------------------------------------------------------------
+
+    @uses(api.GROUP, "workloads/status", "patch")
+    def patch_workload_status(
+        self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None = None
+    ) -> dict[str, Any]:
+        """Merge-patches a Workload's status; with resource_version, only if unchanged since."""
+        body: dict[str, Any] = {"status": status}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        path = f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{namespace}/workloads/{name}/status"
+        return self.request("PATCH", path, body, {"fieldManager": FIELD_MANAGER}, MERGE_PATCH)
+
+    @uses(api.GROUP, "acceleratorpools/status", "patch")
+    def patch_pool_status(self, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        path = f"/apis/{api.GROUP}/{api.VERSION}/acceleratorpools/{name}/status"
+        return self.request(
+            "PATCH", path, {"status": status}, {"fieldManager": FIELD_MANAGER}, MERGE_PATCH
+        )
+
+    # --- events -----------------------------------------------------------------------------
+
+    @uses("", "events", "create")
+    def post_event(
+        self, obj: dict[str, Any], kind: str, reason: str, message: str, warning: bool = False
+    ) -> None:
+        """Records a core/v1 Event about an object (cluster-scoped objects: in `default`)."""
+        meta = obj.get("metadata", {})
+        namespace = meta.get("namespace") or "default"
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name', 'tessera')}.", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": api.API_VERSION,
+                "kind": kind,
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace"),
+                "uid": meta.get("uid"),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": "tessera"},
+            "reportingComponent": "tessera.dev/operator",
+            "reportingInstance": "tessera",
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        self.request("POST", f"/api/v1/namespaces/{namespace}/events", event)

@@ -1,0 +1,151 @@
+"""Runtime portability: turns a placement into pod manifests (affinity, device requests,
+tolerations, vendor variant, TESSERA_* descriptor). Pure; no kopf, kubernetes or I/O."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tessera import api
+
+MAX_NAME = 63
+
+
+def pod_name(workload: str, pool: str, replica: int) -> str:
+    """Deterministic pod name `<workload>-<pool>-<replica>`, shortened with a hash if too long.
+
+    Determinism makes creation idempotent: a retry or a restarted operator gets a 409 for a
+    pod that already exists instead of creating a second one. The pool is part of the name
+    so a migrating service can run its new pod beside the old one.
+    """
+    stem = f"{workload}-{pool}"
+    name = f"{stem}-{replica}"
+    if len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha256(stem.encode()).hexdigest()[:8]
+    suffix = f"-{digest}-{replica}"
+    return stem[: MAX_NAME - len(suffix)].rstrip("-.") + suffix
+
+
+def variant_for(spec: api.WorkloadSpec, accelerator: api.ResolvedAccelerator) -> api.Variant | None:
+    """The variant for where the workload landed: a model key beats a vendor key."""
+    return spec.variants.get(accelerator.model) or spec.variants.get(accelerator.vendor.value)
+
+
+def descriptor_env(
+    accelerator: api.ResolvedAccelerator, count: int, pool: str, replica: int, replicas: int
+) -> list[dict[str, str]]:
+    """The runtime descriptor: what the application needs to adapt itself to the hardware."""
+    memory = accelerator.memory_gib
+    return [
+        {"name": "TESSERA_ACCELERATOR_VENDOR", "value": accelerator.vendor.value},
+        {"name": "TESSERA_ACCELERATOR_MODEL", "value": accelerator.model},
+        {"name": "TESSERA_ACCELERATOR_MEMORY_GIB", "value": f"{memory:g}"},
+        {"name": "TESSERA_ACCELERATOR_COUNT", "value": str(count)},
+        {"name": "TESSERA_ACCELERATOR_RESOURCE", "value": accelerator.resource_name},
+        {"name": "TESSERA_POOL", "value": pool},
+        {"name": "TESSERA_REPLICA", "value": str(replica)},
+        {"name": "TESSERA_REPLICAS", "value": str(replicas)},
+    ]
+
+
+def node_affinity(selector: api.LabelSelector, node: str | None) -> dict[str, Any]:
+    """Required node affinity to the pool's nodes, and to the reserved node when known."""
+    expressions: list[dict[str, Any]] = [
+        {"key": key, "operator": "In", "values": [value]}
+        for key, value in sorted(selector.match_labels.items())
+    ]
+    for req in selector.match_expressions:
+        expr: dict[str, Any] = {"key": req.key, "operator": req.operator}
+        if req.operator in ("In", "NotIn"):
+            expr["values"] = list(req.values)
+        expressions.append(expr)
+    term: dict[str, Any] = {"matchExpressions": expressions}
+    if node:
+        term["matchFields"] = [{"key": "metadata.name", "operator": "In", "values": [node]}]
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+
+
+def _merge_env(container: dict[str, Any], env: Sequence[Mapping[str, str]]) -> None:
+    """Adds env vars, replacing any the template set under the same name."""
+    names = {e["name"] for e in env}
+    kept = [e for e in container.get("env", []) if e.get("name") not in names]
+    container["env"] = kept + [dict(e) for e in env]
+
+
+def build_pod(
+    workload: api.Workload,
+    uid: str,
+    pool: str,
+    pool_spec: api.AcceleratorPoolSpec,
+    accelerator: api.ResolvedAccelerator,
+    replica: int,
+    node: str | None,
+) -> dict[str, Any]:
+    """The pod for one replica of a placed workload, ready to create."""
+    spec = workload.spec
+    template = copy.deepcopy(spec.template)
+    meta = template.get("metadata") or {}
+    pod_spec: dict[str, Any] = template.get("spec") or {}
+    count = spec.accelerator.count
+    resource = accelerator.resource_name
+
+    containers: list[dict[str, Any]] = pod_spec.get("containers") or []
+    variant = variant_for(spec, accelerator)
+    if variant and containers:
+        first = containers[0]
+        if variant.image:
+            first["image"] = variant.image
+        if variant.args is not None:
+            first["args"] = list(variant.args)
+        if variant.command is not None:
+            first["command"] = list(variant.command)
+    env = descriptor_env(accelerator, count, pool, replica, spec.replicas)
+    if variant:
+        env = [{"name": e.name, "value": e.value} for e in variant.env] + env
+    for index, container in enumerate(containers):
+        _merge_env(container, env)
+        if index == 0:  # the devices go to the main container, as device plugins expect
+            resources = container.setdefault("resources", {})
+            resources.setdefault("requests", {})[resource] = str(count)
+            resources.setdefault("limits", {})[resource] = str(count)
+
+    tolerations = list(pod_spec.get("tolerations") or [])
+    for tol in pool_spec.tolerations:
+        as_dict = tol.model_dump(by_alias=True, exclude_none=True)
+        if as_dict not in tolerations:
+            tolerations.append(as_dict)
+    pod_spec["tolerations"] = tolerations
+    affinity = pod_spec.setdefault("affinity", {})
+    affinity["nodeAffinity"] = node_affinity(pool_spec.node_selector, node)
+    pod_spec.setdefault("restartPolicy", "Always")
+
+    labels = {
+        **(meta.get("labels") or {}),
+        api.WORKLOAD_LABEL: workload.name,
+        api.POOL_LABEL: pool,
+        api.REPLICA_LABEL: str(replica),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(workload.name, pool, replica),
+            "namespace": workload.namespace,
+            "labels": labels,
+            "annotations": dict(meta.get("annotations") or {}),
+            "ownerReferences": [
+                {
+                    "apiVersion": api.API_VERSION,
+                    "kind": "Workload",
+                    "name": workload.name,
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": pod_spec,
+    }

@@ -1,0 +1,466 @@
+"""The cluster as the operator sees it: compact facts about nodes, pods, pools and workloads
+(what the kopf indexes hold), and the pure arithmetic over them: which nodes form each pool,
+devices in use and reserved, pool status, the placement snapshot. No kopf, no kubernetes."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from tessera import api, placement
+from tessera.placement.snapshot import NodeState, PoolState, Release
+
+TERMINAL = ("Succeeded", "Failed")
+
+
+def parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _count(quantity: Any) -> int:
+    """Device counts are whole numbers; anything else (cpu, memory) is not our business."""
+    try:
+        return int(str(quantity))
+    except ValueError:
+        return 0
+
+
+def _extended(resources: Mapping[str, Any] | None) -> dict[str, int]:
+    return {k: _count(v) for k, v in (resources or {}).items() if "/" in k}
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    name: str
+    labels: Mapping[str, str]
+    ready: bool
+    capacity: Mapping[str, int]
+    allocatable: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class PodFacts:
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    phase: str
+    deleting: bool
+    ready: bool
+    requests: Mapping[str, int]
+    workload: str | None
+    pool: str | None
+    replica: int | None
+    owner_uid: str | None
+    unschedulable_since: datetime | None
+    unschedulable_message: str
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL
+
+
+@dataclass(frozen=True)
+class ObjectFacts:
+    """A pool, workload or namespace: what the loop needs of it, raw spec and status kept."""
+
+    name: str
+    namespace: str | None
+    uid: str
+    generation: int
+    resource_version: str
+    created: datetime
+    deleting: bool
+    labels: Mapping[str, str]
+    spec: Mapping[str, Any]
+    status: Mapping[str, Any]
+    body: Mapping[str, Any] = field(repr=False, compare=False)
+
+
+def node_facts(body: Mapping[str, Any]) -> NodeFacts:
+    meta, spec, status = body.get("metadata", {}), body.get("spec", {}), body.get("status", {})
+    conds = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    return NodeFacts(
+        name=meta["name"],
+        labels=dict(meta.get("labels") or {}),
+        ready=conds.get("Ready") == "True" and not spec.get("unschedulable", False),
+        capacity=_extended(status.get("capacity")),
+        allocatable=_extended(status.get("allocatable")),
+    )
+
+
+def pod_facts(body: Mapping[str, Any]) -> PodFacts:
+    meta, spec, status = body.get("metadata", {}), body.get("spec", {}), body.get("status", {})
+    requests: dict[str, int] = defaultdict(int)
+    for container in spec.get("containers") or []:
+        for k, v in _extended((container.get("resources") or {}).get("requests")).items():
+            requests[k] += v
+    for container in spec.get("initContainers") or []:  # init containers run one at a time
+        for k, v in _extended((container.get("resources") or {}).get("requests")).items():
+            requests[k] = max(requests[k], v)
+    labels = meta.get("labels") or {}
+    owner = next(
+        (
+            o.get("uid")
+            for o in meta.get("ownerReferences") or []
+            if o.get("kind") == "Workload" and o.get("apiVersion", "").startswith(api.GROUP)
+        ),
+        None,
+    )
+    since, message = None, ""
+    ready = False
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            if cond.get("reason") == "Unschedulable":
+                since = parse_time(cond.get("lastTransitionTime"))
+                message = cond.get("message", "")
+        if cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+    replica = labels.get(api.REPLICA_LABEL)
+    return PodFacts(
+        namespace=meta.get("namespace", ""),
+        name=meta["name"],
+        uid=meta.get("uid", ""),
+        node=spec.get("nodeName") or "",
+        phase=status.get("phase", "Pending"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        ready=ready,
+        requests=dict(requests),
+        workload=labels.get(api.WORKLOAD_LABEL),
+        pool=labels.get(api.POOL_LABEL),
+        replica=int(replica) if replica and replica.isdigit() else None,
+        owner_uid=owner,
+        unschedulable_since=since,
+        unschedulable_message=message,
+    )
+
+
+def object_facts(body: Mapping[str, Any]) -> ObjectFacts:
+    meta = body.get("metadata", {})
+    return ObjectFacts(
+        name=meta["name"],
+        namespace=meta.get("namespace"),
+        uid=meta.get("uid", ""),
+        generation=int(meta.get("generation", 0)),
+        resource_version=meta.get("resourceVersion", ""),
+        created=parse_time(meta.get("creationTimestamp")) or datetime.fromtimestamp(0, UTC),
+        deleting=bool(meta.get("deletionTimestamp")),
+        labels=dict(meta.get("labels") or {}),
+        spec=dict(body.get("spec") or {}),
+        status=dict(body.get("status") or {}),
+        body=body,
+    )
+
+
+def validation_message(err: ValidationError) -> str:
+    """`spec.accelerator.count: Input should be greater than 0`, first error first."""
+    parts = []
+    for e in err.errors()[:3]:
+        where = ".".join(str(p) for p in e["loc"])
+        parts.append(f"spec.{where}: {e['msg']}")
+    return "; ".join(parts)
+
+
+# --- The world: all facts of one moment, and what follows from them ------------------------
+
+
+@dataclass
+class Placed:
+    """A workload's recorded placement: pool, accelerator and the node of each replica."""
+
+    pool: str
+    assignments: dict[int, str]
+    placed_at: datetime | None
+
+
+def placed_of(status: Mapping[str, Any]) -> Placed | None:
+    pool = status.get("pool")
+    if not pool:
+        return None
+    assignments = {int(a["replica"]): str(a["node"]) for a in status.get("assignments") or []}
+    return Placed(pool, assignments, parse_time(status.get("placedAt")))
+
+
+@dataclass
+class World:
+    """One consistent copy of the indexes, taken at one moment."""
+
+    nodes: dict[str, NodeFacts]
+    pods: list[PodFacts]
+    pools: dict[str, ObjectFacts]
+    workloads: dict[str, ObjectFacts]  # key: namespace/name
+    namespaces: dict[str, Mapping[str, str]]
+    # Placements decided by this process but maybe not yet visible in the workloads index.
+    recent: dict[str, Placed] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.pool_specs: dict[str, api.AcceleratorPoolSpec] = {}
+        self.pool_errors: dict[str, str] = {}
+        for name, facts in sorted(self.pools.items()):
+            try:
+                self.pool_specs[name] = api.AcceleratorPoolSpec.model_validate(facts.spec)
+            except ValidationError as err:
+                self.pool_errors[name] = validation_message(err)
+        self.members, self.overlaps = self._membership()
+        self.pods_by_workload: dict[str, list[PodFacts]] = defaultdict(list)
+        for pod in self.pods:
+            if pod.workload:
+                self.pods_by_workload[f"{pod.namespace}/{pod.workload}"].append(pod)
+        self.used = self._used()
+        self.reserved = self._reserved()
+
+    def placement_of(self, key: str) -> Placed | None:
+        facts = self.workloads.get(key)
+        placed = placed_of(facts.status) if facts else None
+        return placed or self.recent.get(key)
+
+    def _membership(self) -> tuple[dict[str, list[str]], dict[str, dict[str, str]]]:
+        """Nodes of each pool. A node two pools select counts for the first by name only,
+        and both pools report the overlap: devices are never counted twice."""
+        members: dict[str, list[str]] = {name: [] for name in self.pool_specs}
+        overlaps: dict[str, dict[str, str]] = {name: {} for name in self.pool_specs}
+        for node in sorted(self.nodes.values(), key=lambda n: n.name):
+            owners = [
+                name
+                for name, spec in self.pool_specs.items()
+                if not spec.node_selector.is_empty() and spec.node_selector.matches(node.labels)
+            ]
+            if owners:
+                members[owners[0]].append(node.name)
+            for other in owners[1:]:
+                overlaps[other][node.name] = owners[0]
+                overlaps[owners[0]][node.name] = other
+        return members, overlaps
+
+    def _used(self) -> dict[str, dict[str, int]]:
+        """Devices requested by the non-terminal pods bound to each node."""
+        used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for pod in self.pods:
+            if pod.node and not pod.terminal:
+                for resource, n in pod.requests.items():
+                    used[pod.node][resource] += n
+        return used
+
+    def resource_of(self, pool: str) -> str | None:
+        spec = self.pool_specs.get(pool)
+        if spec is None:
+            return None
+        state = self.pool_state(pool, with_free=False)
+        return state.accelerator.resource_name
+
+    def _reserved(self) -> dict[str, dict[str, int]]:
+        """Devices promised to placed replicas whose pods are not bound yet, by node."""
+        reserved: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        keys = set(self.workloads) | set(self.recent)
+        for key in keys:
+            facts = self.workloads.get(key)
+            if facts is not None and (facts.deleting or facts.status.get("phase") in TERMINAL):
+                continue
+            placed = self.placement_of(key)
+            if placed is None or placed.pool not in self.pool_specs:
+                continue
+            spec = self.pool_specs[placed.pool]
+            resource = spec.accelerator.resource_name or self._default_resource(placed.pool)
+            count = int(((facts.spec if facts else {}).get("accelerator") or {}).get("count", 1))
+            bound = {
+                p.replica
+                for p in self.pods_by_workload.get(key, [])
+                if p.pool == placed.pool and (p.node or p.terminal)
+            }
+            for replica, node in placed.assignments.items():
+                if replica not in bound and resource:
+                    reserved[node][resource] += count
+        return reserved
+
+    def _default_resource(self, pool: str) -> str | None:
+        nodes = {n: self.nodes[n].labels for n in self.members.get(pool, [])}
+        res = placement.snapshot.resolve_accelerator(self.pool_specs[pool], nodes)
+        return res.accelerator.resource_name
+
+    def free(self, node: str, resource: str) -> int:
+        facts = self.nodes[node]
+        have = facts.allocatable.get(resource, 0)
+        return max(
+            0, have - self.used[node].get(resource, 0) - self.reserved[node].get(resource, 0)
+        )
+
+    def pool_state(self, pool: str, with_free: bool = True) -> PoolState:
+        spec = self.pool_specs[pool]
+        nodes = [self.nodes[n] for n in self.members.get(pool, [])]
+        first = placement.pool_state(
+            pool,
+            spec,
+            [NodeState(name=n.name, labels=dict(n.labels), allocatable=0, free=0) for n in nodes],
+        )
+        if not with_free:
+            return first
+        resource = first.accelerator.resource_name
+        states = [
+            NodeState(
+                name=n.name,
+                labels=dict(n.labels),
+                ready=n.ready,
+                allocatable=n.allocatable.get(resource, 0),
+                free=min(n.allocatable.get(resource, 0), self.free(n.name, resource)),
+                releases=tuple(self._releases(n.name, resource)),
+            )
+            for n in nodes
+        ]
+        return first.model_copy(update={"nodes": tuple(states)})
+
+    def _releases(self, node: str, resource: str) -> Iterable[Release]:
+        """When devices in use on a node come back: placed batch workloads with an estimate."""
+        for key, facts in self.workloads.items():
+            placed = self.placement_of(key)
+            duration = facts.spec.get("estimatedDuration")
+            if not placed or not duration or not placed.placed_at:
+                continue
+            count = int((facts.spec.get("accelerator") or {}).get("count", 1))
+            n = sum(count for r, nd in placed.assignments.items() if nd == node)
+            if n:
+                at = placed.placed_at + timedelta(seconds=api.parse_duration(duration))
+                yield Release(at=at, devices=n)
+
+    def snapshot(self) -> placement.Snapshot:
+        return placement.Snapshot(
+            pools=tuple(self.pool_state(p) for p in self.pool_specs),
+            namespaces={k: dict(v) for k, v in self.namespaces.items()},
+        )
+
+
+def condition(
+    type_: str,
+    ok: bool,
+    reason: str,
+    message: str,
+    generation: int,
+    previous: Iterable[Mapping[str, Any]],
+    now: datetime,
+) -> dict[str, Any]:
+    """A metav1.Condition; lastTransitionTime moves only when the status changes."""
+    status = "True" if ok else "False"
+    old = next((c for c in previous if c.get("type") == type_), None)
+    since = old.get("lastTransitionTime") if old and old.get("status") == status else None
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+        "lastTransitionTime": since or now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
+    """The AcceleratorPool status the world implies (level-based: same world, same status)."""
+    facts = world.pools[name]
+    old = facts.status.get("conditions") or []
+    gen = facts.generation
+    if name in world.pool_errors:
+        cond = condition("Ready", False, "InvalidSpec", world.pool_errors[name], gen, old, now)
+        return {"observedGeneration": gen, "conditions": [cond]}
+    state = world.pool_state(name)
+    acc = state.accelerator
+    nodes = [world.nodes[n] for n in world.members[name]]
+    ready = [n for n in nodes if n.ready]
+    resource = acc.resource_name
+    capacity = sum(n.capacity.get(resource, 0) for n in nodes)
+    allocatable = sum(n.allocatable.get(resource, 0) for n in nodes)
+    allocated = sum(
+        world.used[n.name].get(resource, 0) + world.reserved[n.name].get(resource, 0) for n in nodes
+    )
+    unbound = sum(
+        p.requests.get(resource, 0)
+        for p in world.pods
+        if p.pool == name and not p.node and not p.terminal and p.replica is None
+    )
+    available = sum(world.free(n.name, resource) for n in ready)
+    conditions = []
+    problems = list(state.problems)
+    resolved_ok = not problems
+    reason = (
+        "Resolved"
+        if resolved_ok
+        else (
+            "ModelConflict"
+            if "conflict" in " ".join(problems) or "say" in " ".join(problems)
+            else "UnknownModel"
+        )
+    )
+    conditions.append(
+        condition(
+            "AcceleratorResolved",
+            resolved_ok,
+            reason,
+            "; ".join(problems) or f"{acc.model} from {acc.source}",
+            gen,
+            old,
+            now,
+        )  # fmt: skip
+    )
+    not_ready = [n.name for n in nodes if not n.ready]
+    conditions.append(
+        condition(
+            "Degraded",
+            bool(not_ready),
+            "NodesNotReady" if not_ready else "AllNodesReady",
+            f"{len(not_ready)} of {len(nodes)} nodes not Ready: {', '.join(not_ready[:10])}"
+            if not_ready
+            else "all nodes Ready",
+            gen,
+            old,
+            now,
+        )  # fmt: skip
+    )
+    overlap = world.overlaps.get(name, {})
+    conditions.append(
+        condition(
+            "NodesOverlap",
+            bool(overlap),
+            "SelectorsOverlap" if overlap else "NoOverlap",
+            "nodes also selected by another pool (counted once, for the first pool by "
+            "name): " + ", ".join(f"{n} ({p})" for n, p in sorted(overlap.items())[:10])
+            if overlap
+            else "no node is selected by another pool",
+            gen,
+            old,
+            now,
+        )  # fmt: skip
+    )
+    if not resolved_ok:
+        ready_cond = ("AcceleratorUnresolved", "; ".join(problems))
+    elif not nodes:
+        ready_cond = ("NoNodes", "the node selector matches no node")
+    elif not ready:
+        ready_cond = ("NoReadyNodes", "no node of the pool is Ready")
+    else:
+        ready_cond = (
+            "PoolReady",
+            f"{len(ready)}/{len(nodes)} nodes Ready, {available} devices free",
+        )
+    is_ready = ready_cond[0] == "PoolReady"
+    if is_ready and world.pool_specs[name].draining:
+        ready_cond = ("Draining", "pool is draining: no new placements")
+    conditions.insert(0, condition("Ready", is_ready, ready_cond[0], ready_cond[1], gen, old, now))
+    return {
+        "observedGeneration": gen,
+        "accelerator": acc.to_api().model_dump(by_alias=True, mode="json"),
+        "nodes": len(nodes),
+        "readyNodes": len(ready),
+        "nodeNames": [n.name for n in nodes],
+        "devices": {
+            "capacity": capacity,
+            "allocatable": allocatable,
+            "allocated": allocated + unbound,
+            "available": available,
+        },
+        "summary": {"nodes": f"{len(ready)}/{len(nodes)}", "devices": f"{available}/{allocatable}"},
+        "conditions": conditions,
+    }
