@@ -1,0 +1,198 @@
+"""Helpers for end-to-end tests of the operator: start `tessera run` against the test
+cluster, submit workloads, wait on what a user would see. Not a test module itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+TESSERA = Path(sys.executable).parent / "tessera"
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 60, every: float = 0.3) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Operator:
+    """A `tessera run` process; restartable and killable like a real pod."""
+
+    def __init__(self, kubeconfig: Path, log_dir: Path) -> None:
+        self.kubeconfig, self.log_dir = kubeconfig, log_dir
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        log = (self.log_dir / f"operator-{self.starts}.log").open("wb")
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        self.proc = subprocess.Popen(
+            [str(TESSERA), "run", "--kubeconfig", str(self.kubeconfig),
+             "--metrics-address", "127.0.0.1", "--metrics-port", str(self.port)],
+            stdout=log, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+        wait_for("operator /healthz", self.healthy, timeout=30)
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def log(self) -> str:
+        return (self.log_dir / f"operator-{self.starts}.log").read_text(errors="replace")
+
+
+def metric_value(text: str, name: str, **labels: str) -> float | None:
+    """The value of one sample in Prometheus text format, or None."""
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        head, _, value = line.rpartition(" ")
+        if head == name and not want:
+            return float(value)
+        if head.startswith(name + "{"):
+            got = ",".join(sorted(head[len(name) + 1 : -1].split(",")))
+            if got == want:
+                return float(value)
+    return None
+
+
+def workload(
+    name: str,
+    *,
+    replicas: int = 1,
+    count: int = 1,
+    objective: str = "balanced",
+    restart: str = "Never",
+    annotations: dict[str, str] | None = None,
+    pod_spec: dict[str, Any] | None = None,
+    **accelerator: Any,
+) -> dict[str, Any]:
+    """A Workload manifest for tests: `workload("job", count=8, vendors=["nvidia"])`."""
+    spec: dict[str, Any] = {
+        "replicas": replicas,
+        "objective": objective,
+        "accelerator": {"count": count, **accelerator},
+        "template": {
+            "metadata": {"annotations": annotations or {}},
+            "spec": {
+                "restartPolicy": restart,
+                "containers": [{"name": "main", "image": "registry.example/app:1"}],
+                **(pod_spec or {}),
+            },
+        },
+    }
+    return {"apiVersion": "tessera.dev/v1alpha1", "kind": "Workload",
+            "metadata": {"name": name}, "spec": spec}  # fmt: skip
+
+
+class Kubectl:
+    """kubectl bound to one namespace, returning parsed JSON where it helps."""
+
+    def __init__(self, cluster: Any, namespace: str) -> None:
+        self.cluster, self.ns = cluster, namespace
+
+    def __call__(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        result: subprocess.CompletedProcess[str] = self.cluster.kubectl(*args, **kw)
+        return result
+
+    def apply(self, *manifests: dict[str, Any]) -> None:
+        docs = []
+        for m in manifests:
+            m = json.loads(json.dumps(m))
+            if m["kind"] not in ("AcceleratorPool", "Node", "Namespace"):
+                m["metadata"]["namespace"] = self.ns
+            docs.append(m)
+        self("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(docs))
+
+    def get(self, kind: str, name: str | None = None, cluster_scoped: bool = False) -> Any:
+        args = ["get", kind] + ([name] if name else []) + ["-o", "json"]
+        if not cluster_scoped:
+            args += ["-n", self.ns]
+        return json.loads(self(*args).stdout)
+
+    def awl(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.get("awl", name)
+        return result
+
+    def pods(self, **labels: str) -> list[dict[str, Any]]:
+        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        args = ["get", "pods", "-n", self.ns, "-o", "json"] + (["-l", selector] if selector else [])
+        items: list[dict[str, Any]] = json.loads(self(*args).stdout)["items"]
+        return items
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        items = json.loads(
+            self("get", "events", "-n", self.ns, "-o", "json",
+                 "--field-selector", f"involvedObject.name={name}").stdout  # fmt: skip
+        )["items"]
+        return list(items)
+
+    def status(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.awl(name).get("status") or {}
+        return result
+
+    def condition(self, name: str, type_: str) -> dict[str, Any] | None:
+        for cond in self.status(name).get("conditions") or []:
+            if cond["type"] == type_:
+                return dict(cond)
+        return None
+
+
+@contextmanager
+def namespace(cluster: Any, prefix: str = "e2e") -> Iterator[Kubectl]:
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl("create", "namespace", name)
+    wait_for("default service account", lambda: cluster.kubectl(
+        "get", "sa", "default", "-n", name, check=False).returncode == 0)  # fmt: skip
+    try:
+        yield Kubectl(cluster, name)
+    finally:
+        cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)

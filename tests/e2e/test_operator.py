@@ -1,0 +1,216 @@
+"""The operator against the real control plane and the simulated fleet: placement, pods,
+status, events, metrics, lifecycle, fallback, deletion, restarts and draining."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from operator_harness import (
+    REPO,
+    Kubectl,
+    Operator,
+    metric_value,
+    namespace,
+    wait_for,
+    workload,
+)
+
+sys.path.insert(0, str(REPO / "hack"))
+import fleet as fleet_mod  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: Any) -> Any:
+    """CRDs and the example pools, as an admin would apply them."""
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                    "crd/workloads.tessera.dev", "crd/acceleratorpools.tessera.dev")  # fmt: skip
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "examples/pools"))
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def operator(installed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    op = Operator(installed.kubeconfig, tmp_path_factory.mktemp("operator"))
+    op.start()
+    yield op
+    op.stop()
+
+
+@pytest.fixture
+def ns(operator: Operator, installed: Any) -> Iterator[Kubectl]:
+    with namespace(installed) as kubectl:
+        yield kubectl
+
+
+def placed(k: Kubectl, name: str, timeout: float = 30) -> dict[str, Any]:
+    return dict(wait_for(f"{name} placed", lambda: (s := k.status(name)).get("pool") and s, timeout))
+
+
+def env_of(pod: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0].get("env", [])}
+
+
+def test_pool_status_is_kept_true(operator: Operator, installed: Any) -> None:
+    k = Kubectl(installed, "default")
+    pool = wait_for("h100 status", lambda: k.get("acp", "h100", cluster_scoped=True).get("status"))
+    assert pool["nodes"] == 4 and pool["readyNodes"] == 4
+    assert pool["accelerator"]["model"] == "H100-SXM5-80GB"
+    assert pool["devices"]["capacity"] == 32 and pool["devices"]["allocatable"] == 32
+    conds = {c["type"]: c for c in pool["conditions"]}
+    assert conds["Ready"]["status"] == "True" and conds["Degraded"]["status"] == "False"
+    table = installed.kubectl("get", "acp").stdout
+    assert "H100-SXM5-80GB" in table and "4/4" in table
+
+
+def test_workload_is_placed_on_best_pool_as_pods_with_everything_the_pool_needs(ns: Kubectl, operator: Operator) -> None:
+    ns.apply(workload("pretrain", replicas=2, count=8, objective="performance",
+                      precision="bf16", minMemoryGiB=80, vendors=["nvidia"], restart="OnFailure"))  # fmt: skip
+    status = placed(ns, "pretrain")
+    assert status["pool"] == "h100" and status["accelerator"] == "H100-SXM5-80GB"
+    cands = status["candidates"]
+    assert cands[0]["pool"] == "h100" and cands[0]["feasible"]
+    a100 = next(c for c in cands if c["pool"] == "a100")
+    assert a100["score"] < cands[0]["score"]
+    l4 = next(c for c in cands if c["pool"] == "l4")
+    assert not l4["feasible"] and any("GiB" in r for r in l4["reasons"])
+    ns("wait", "--for=condition=Ready", "awl/pretrain", "-n", ns.ns, "--timeout=60s")
+    pods = ns.pods(**{"tessera.dev/workload": "pretrain"})
+    assert sorted(p["metadata"]["name"] for p in pods) == ["pretrain-h100-0", "pretrain-h100-1"]
+    nodes = {p["spec"]["nodeName"] for p in pods}
+    assert all(n.startswith("h100-") for n in nodes) and len(nodes) == 2
+    for pod in pods:
+        main = pod["spec"]["containers"][0]
+        assert main["resources"]["requests"]["nvidia.com/gpu"] == "8"
+        assert main["resources"]["limits"]["nvidia.com/gpu"] == "8"
+        env = env_of(pod)
+        assert env["TESSERA_ACCELERATOR_VENDOR"] == "nvidia"
+        assert env["TESSERA_ACCELERATOR_MODEL"] == "H100-SXM5-80GB"
+        assert env["TESSERA_ACCELERATOR_MEMORY_GIB"] == "80"
+        assert env["TESSERA_ACCELERATOR_COUNT"] == "8" and env["TESSERA_POOL"] == "h100"
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["spec"]["tolerations"]
+        owner = pod["metadata"]["ownerReferences"][0]
+        assert owner["kind"] == "Workload" and owner["controller"] is True
+        assert pod["metadata"]["labels"]["tessera.dev/pool"] == "h100"
+    final = ns.status("pretrain")
+    assert final["phase"] == "Running" and final["readyReplicas"] == 2
+    assert final["summary"]["ready"] == "2/2"
+    assert {"Placed", "Ready"} <= {c["type"] for c in final["conditions"]}
+    reasons = {e["reason"] for e in ns.events("pretrain")}
+    assert "Placed" in reasons
+    row = ns("get", "awl", "pretrain", "-n", ns.ns, "-o", "wide").stdout
+    assert "h100" in row and "2/2" in row and "Running" in row and "performance" in row
+    text = operator.metrics()
+    assert (metric_value(text, "tessera_placements_total", pool="h100", objective="performance") or 0) >= 1
+    assert (metric_value(text, "tessera_pool_devices", pool="h100", model="H100-SXM5-80GB", state="capacity")) == 32
+
+
+def test_vendor_variant_swaps_image_and_env(ns: Kubectl) -> None:
+    manifest = workload("portable", count=8, vendors=["amd"], minMemoryGiB=100)
+    manifest["spec"]["variants"] = {
+        "nvidia": {"image": "registry.example/app:cuda"},
+        "amd": {"image": "registry.example/app:rocm", "env": [{"name": "HSA_ENABLE", "value": "1"}]},
+    }
+    ns.apply(manifest)
+    assert placed(ns, "portable")["pool"] == "mi300x"
+    pod = wait_for("pod", lambda: ns.pods(**{"tessera.dev/workload": "portable"}))[0]
+    assert pod["spec"]["containers"][0]["image"] == "registry.example/app:rocm"
+    env = env_of(pod)
+    assert env["HSA_ENABLE"] == "1" and env["TESSERA_ACCELERATOR_VENDOR"] == "amd"
+    assert pod["spec"]["containers"][0]["resources"]["requests"]["amd.com/gpu"] == "8"
+
+
+def test_batch_workloads_end_succeeded_or_failed(ns: Kubectl) -> None:
+    ok = {"tessera.dev/simulated-runtime-ms": "1000"}
+    bad = {**ok, "tessera.dev/simulated-exit-code": "3"}
+    ns.apply(workload("done", replicas=2, count=1, vendors=["google"], annotations=ok),
+             workload("broken", count=1, vendors=["google"], annotations=bad))  # fmt: skip
+    wait_for("done Succeeded", lambda: ns.status("done").get("phase") == "Succeeded", 60)
+    wait_for("broken Failed", lambda: ns.status("broken").get("phase") == "Failed", 60)
+    assert ns.condition("done", "Complete")["status"] == "True"  # type: ignore[index]
+    failed = ns.condition("broken", "Failed")
+    assert failed and failed["reason"] == "PodFailed" and "broken" in failed["message"]
+
+
+def test_service_pods_that_vanish_are_recreated_on_the_same_pool(ns: Kubectl) -> None:
+    ns.apply(workload("svc", replicas=2, count=1, restart="Always", objective="energy", models=["L4"]))
+    ns("wait", "--for=condition=Ready", "awl/svc", "-n", ns.ns, "--timeout=60s")
+    pool = ns.status("svc")["pool"]
+    victim = ns.pods(**{"tessera.dev/workload": "svc"})[0]
+    ns("delete", "pod", victim["metadata"]["name"], "-n", ns.ns, "--wait=true")
+    wait_for("replacement", lambda: any(
+        p["metadata"]["name"] == victim["metadata"]["name"] and p["metadata"]["uid"] != victim["metadata"]["uid"]
+        for p in ns.pods(**{"tessera.dev/workload": "svc"})))  # fmt: skip
+    ns("wait", "--for=condition=Ready", "awl/svc", "-n", ns.ns, "--timeout=60s")
+    assert all(p["metadata"]["labels"]["tessera.dev/pool"] == pool for p in ns.pods(**{"tessera.dev/workload": "svc"}))
+
+
+def test_unschedulable_gang_falls_back_to_the_next_pool(ns: Kubectl, operator: Operator) -> None:
+    # The template pins pods to a zone only the A100 nodes... none have: the scheduler
+    # cannot bind them anywhere, so each pool is withdrawn from in turn, with the reason kept.
+    manifest = workload("stuck", count=8, vendors=["nvidia"], objective="performance",
+                        pod_spec={"nodeSelector": {"topology.kubernetes.io/zone": "nowhere"}})  # fmt: skip
+    manifest["spec"]["placement"] = {"fallbackAfterSeconds": 2}
+    ns.apply(manifest)
+    assert placed(ns, "stuck")["pool"] == "h100"
+    status = wait_for("fallback", lambda: (s := ns.status("stuck")).get("excludedPools") and s, 60)
+    excluded = status["excludedPools"][0]
+    assert excluded["pool"] == "h100" and "unschedulable" in excluded["reason"]
+    after = wait_for("re-placed", lambda: (s := ns.status("stuck")).get("pool") not in (None, "h100") and s, 60)
+    assert after["pool"] in ("a100", "l4")
+    assert "FallbackTriggered" in {e["reason"] for e in ns.events("stuck")}
+    assert (metric_value(operator.metrics(), "tessera_fallbacks_total", pool="h100") or 0) >= 1
+
+
+def test_deleting_a_workload_frees_its_devices_for_the_next(ns: Kubectl) -> None:
+    ns.apply(workload("first", replicas=2, count=8, models=["Gaudi2"]))
+    assert placed(ns, "first")["pool"] == "gaudi2"
+    ns.apply(workload("second", count=8, models=["Gaudi2"]))
+    waiting = wait_for("second waiting", lambda: (s := ns.status("second")).get("candidates") and s)
+    assert waiting.get("pool") is None and waiting["phase"] == "Pending"
+    assert any("free" in r for r in waiting["candidates"][0]["reasons"]), waiting["candidates"]
+    assert ns.condition("second", "Placed")["reason"] == "WaitingForCapacity"  # type: ignore[index]
+    ns("delete", "awl", "first", "-n", ns.ns)
+    assert placed(ns, "second", timeout=60)["pool"] == "gaudi2"
+
+
+def test_pool_degraded_and_overlap_are_reported(operator: Operator, installed: Any) -> None:
+    k = Kubectl(installed, "default")
+    group = {"name": "probe", "count": 2, "labels": {"example.com/accel": "x1"},
+             "capacity": {"example.com/x1": "4", "cpu": "8", "memory": "32Gi", "pods": "110"}}  # fmt: skip
+    nodes = fleet_mod.node_manifests([group])
+    pools = [
+        {"apiVersion": "tessera.dev/v1alpha1", "kind": "AcceleratorPool", "metadata": {"name": name},
+         "spec": {"accelerator": {"vendor": "other", "model": "X1", "resourceName": "example.com/x1",
+                                  "memoryGiB": 48, "peakTFLOPS": {"bf16": 400}},
+                  "nodeSelector": {"matchLabels": {"example.com/accel": "x1"}}}}
+        for name in ("probe-a", "probe-b")
+    ]  # fmt: skip
+    k.apply(*nodes, *pools)
+    try:
+        def status(name: str) -> dict[str, Any]:
+            return k.get("acp", name, cluster_scoped=True).get("status") or {}
+
+        a = wait_for("probe-a counted", lambda: status("probe-a").get("nodes") == 2 and status("probe-a"))
+        assert a["devices"]["allocatable"] == 8 and a["accelerator"]["model"] == "X1"
+        b = wait_for("probe-b overlap", lambda: (s := status("probe-b")).get("conditions") and s)
+        assert b["nodes"] == 0, "a node two pools select must be counted once"
+        overlap = {c["type"]: c for c in b["conditions"]}["NodesOverlap"]
+        assert overlap["status"] == "True" and "probe-0" in overlap["message"]
+        # A node goes NotReady: kwok stops managing it and the condition says so.
+        installed.kubectl("annotate", "node", "probe-1", "kwok.x-k8s.io/node-")
+        installed.kubectl("patch", "node", "probe-1", "--subresource=status", "--type=merge", "-p",
+                          '{"status":{"conditions":[{"type":"Ready","status":"False","reason":"KubeletDown",'
+                          '"message":"test","lastHeartbeatTime":null}]}}')  # fmt: skip
+        degraded = wait_for("Degraded", lambda: next(
+            (c for c in status("probe-a").get("conditions", []) if c["type"] == "Degraded" and c["status"] == "True"), None))  # fmt: skip
+        assert "probe-1" in degraded["message"]
+        assert status("probe-a")["readyNodes"] == 1
+        assert wait_for("degraded metric", lambda: metric_value(operator.metrics(), "tessera_pool_degraded", pool="probe-a") == 1)
+    finally:
+        installed.kubectl("delete", "acp", "probe-a", "probe-b", "--wait=false", check=False)
+        installed.kubectl("delete", "node", "probe-0", "probe-1", "--wait=false", check=False)
