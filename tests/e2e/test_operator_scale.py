@@ -1,0 +1,194 @@
+"""The operator under pressure: a burst larger than the fleet, a SIGKILL mid-burst, and a pool
+drained under a running service. Each test brings its own kwok nodes and pools."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from operator_harness import REPO, Kubectl, Operator, namespace, wait_for, workload
+
+sys.path.insert(0, str(REPO / "hack"))
+import fleet as fleet_mod  # noqa: E402
+
+RESOURCE = "example.com/burst"
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: Any) -> Any:
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                    "crd/workloads.tessera.dev", "crd/acceleratorpools.tessera.dev")  # fmt: skip
+    return cluster
+
+
+@pytest.fixture
+def operator(installed: Any, tmp_path: Any) -> Iterator[Operator]:
+    op = Operator(installed.kubeconfig, tmp_path)
+    op.start()
+    yield op
+    op.stop()
+
+
+def make_pool(k: Kubectl, name: str, nodes: int, devices: int, preference: int = 0, draining: bool = False) -> None:
+    """`nodes` kwok nodes with `devices` each of a test-only resource, and a pool over them."""
+    group = {"name": name, "count": nodes, "labels": {"example.com/test-pool": name},
+             "capacity": {RESOURCE: str(devices), "cpu": "64", "memory": "256Gi", "pods": "110"}}  # fmt: skip
+    pool = {"apiVersion": "tessera.dev/v1alpha1", "kind": "AcceleratorPool", "metadata": {"name": name},
+            "spec": {"accelerator": {"vendor": "other", "model": "B1", "resourceName": RESOURCE,
+                                     "memoryGiB": 64, "peakTFLOPS": {"bf16": 500}},
+                     "nodeSelector": {"matchLabels": {"example.com/test-pool": name}},
+                     "preference": preference, "draining": draining}}  # fmt: skip
+    k.apply(*fleet_mod.node_manifests([group]), pool)
+
+
+def drop_pool(k: Kubectl, name: str, nodes: int) -> None:
+    k("delete", "acp", name, "--wait=false", check=False)
+    k("delete", "node", *[f"{name}-{i}" for i in range(nodes)], "--wait=false", check=False)
+
+
+def set_draining(k: Kubectl, pool: str, draining: bool) -> None:
+    k("patch", "acp", pool, "--type=merge", "-p", json.dumps({"spec": {"draining": draining}}))
+
+
+class CapacityWatch:
+    """Samples every Tessera pod in the background: devices promised per node (bound, or
+    pinned by affinity) must never exceed the node's allocatable."""
+
+    def __init__(self, k: Kubectl, allocatable: int) -> None:
+        self.k, self.allocatable = k, allocatable
+        self.worst: dict[str, int] = defaultdict(int)
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CapacityWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            per_node: dict[str, int] = defaultdict(int)
+            for pod in self.k.pods():
+                if pod["status"].get("phase") in ("Succeeded", "Failed"):
+                    continue
+                node = pod["spec"].get("nodeName") or _pinned(pod)
+                per_node[node] += int(pod["spec"]["containers"][0]["resources"]["requests"][RESOURCE])
+            for node, n in per_node.items():
+                self.worst[node] = max(self.worst[node], n)
+            self.samples += 1
+            time.sleep(0.25)
+
+    def assert_never_over(self) -> None:
+        assert self.samples > 3
+        over = {n: v for n, v in self.worst.items() if v > self.allocatable}
+        assert not over, f"nodes over capacity: {over}"
+
+
+def _pinned(pod: dict[str, Any]) -> str:
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    return str(terms[0]["matchFields"][0]["values"][0])
+
+
+def statuses(k: Kubectl) -> dict[str, dict[str, Any]]:
+    items = k.get("awl")["items"]
+    return {i["metadata"]["name"]: {**(i.get("status") or {}), "priority": i["spec"]["priority"]} for i in items}
+
+
+def test_burst_of_60_into_room_for_40_respects_capacity_and_priority(operator: Operator, installed: Any) -> None:
+    with namespace(installed, "burst") as k:
+        make_pool(k, "burst", nodes=10, devices=4, draining=True)  # room for 40 single-device pods
+        try:
+            # Submitted while the pool is closed, so the whole burst is pending at once.
+            batch = {"tessera.dev/simulated-runtime-ms": "4000"}
+            jobs = [workload(f"job-{i:02d}", count=1, pools=["burst"], annotations=batch) for i in range(60)]
+            for i, job in enumerate(jobs):
+                job["spec"]["priority"] = (10, 5, 0)[i % 3]
+            k.apply(*jobs)
+            wait_for("all waiting", lambda: sum(s.get("phase") == "Pending" and bool(s.get("candidates"))
+                                                for s in statuses(k).values()) == 60)  # fmt: skip
+            reasons = statuses(k)["job-00"]["candidates"][0]["reasons"]
+            assert any("draining" in r for r in reasons), reasons
+            with CapacityWatch(k, allocatable=4) as watch:
+                set_draining(k, "burst", False)
+                first = wait_for("40 placed", lambda: (s := statuses(k)) and sum(bool(v.get("pool")) for v in s.values()) >= 40 and s)
+                placed_now = [v for v in first.values() if v.get("pool")]
+                waiting = [v for v in first.values() if not v.get("pool")]
+                assert len(placed_now) == 40 and len(waiting) == 20
+                assert min(v["priority"] for v in placed_now) >= max(v["priority"] for v in waiting)
+                assert all(v["candidates"] and v["message"] for v in waiting)
+                assert all(v["priority"] == 0 for v in waiting)
+                wait_for("all 60 succeeded", lambda: all(v.get("phase") == "Succeeded" for v in statuses(k).values()), timeout=180, every=1)
+            watch.assert_never_over()
+        finally:
+            drop_pool(k, "burst", 10)
+
+
+def test_sigkill_mid_burst_loses_nothing_and_duplicates_nothing(operator: Operator, installed: Any) -> None:
+    with namespace(installed, "kill") as k:
+        make_pool(k, "killpool", nodes=8, devices=4, draining=True)
+        try:
+            jobs = [workload(f"w-{i:02d}", replicas=2, count=1, pools=["killpool"]) for i in range(15)]
+            k.apply(*jobs)
+            wait_for("all waiting", lambda: sum(bool(s.get("candidates")) for s in statuses(k).values()) == 15)
+            set_draining(k, "killpool", False)
+            wait_for("some placed", lambda: any(s.get("pool") for s in statuses(k).values()), every=0.05)
+            operator.kill()
+            at_kill = sum(bool(s.get("pool")) for s in statuses(k).values())
+            operator.start()
+            final = wait_for("all running", lambda: (s := statuses(k)) and all(v.get("phase") == "Running" for v in s.values()) and s, 90)
+            assert len(final) == 15, f"{at_kill} were placed when the operator was killed"
+            pods = k.pods()
+            names = [p["metadata"]["name"] for p in pods]
+            assert len(names) == 30 and len(set(names)) == 30
+            by_workload: dict[str, int] = defaultdict(int)
+            per_node: dict[str, int] = defaultdict(int)
+            for p in pods:
+                by_workload[p["metadata"]["labels"]["tessera.dev/workload"]] += 1
+                per_node[p["spec"]["nodeName"]] += 1
+            assert all(n == 2 for n in by_workload.values()) and len(by_workload) == 15
+            assert max(per_node.values()) <= 4
+        finally:
+            drop_pool(k, "killpool", 8)
+
+
+def test_draining_pool_is_emptied_of_a_service_without_dropping_below_two_ready(operator: Operator, installed: Any) -> None:
+    with namespace(installed, "drain") as k:
+        make_pool(k, "old-gen", nodes=2, devices=4, preference=50)
+        make_pool(k, "new-gen", nodes=2, devices=4)
+        try:
+            k.apply(workload("api", replicas=3, count=1, restart="Always", pools=["old-gen", "new-gen"]))
+            k("wait", "--for=condition=Ready", "awl/api", "-n", k.ns, "--timeout=60s")
+            assert k.status("api")["pool"] == "old-gen"
+            lowest = 3
+            set_draining(k, "old-gen", True)
+
+            def moved() -> bool:
+                nonlocal lowest
+                pods = k.pods(**{"tessera.dev/workload": "api"})
+                ready = sum(
+                    any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+                    and not p["metadata"].get("deletionTimestamp") for p in pods
+                )  # fmt: skip
+                lowest = min(lowest, ready, k.status("api").get("readyReplicas", 0))
+                pools = {p["metadata"]["labels"]["tessera.dev/pool"] for p in pods if not p["metadata"].get("deletionTimestamp")}
+                return pools == {"new-gen"} and ready == 3
+
+            wait_for("service moved to new-gen", moved, timeout=120, every=0.2)
+            assert lowest >= 2, f"ready replicas dropped to {lowest}"
+            status = k.status("api")
+            assert status["pool"] == "new-gen" and status["readyReplicas"] == 3
+            assert {"Migrating", "Migrated"} <= {e["reason"] for e in k.events("api")}
+        finally:
+            drop_pool(k, "old-gen", 2)
+            drop_pool(k, "new-gen", 2)
