@@ -4,6 +4,8 @@ Bodies travel as plain dicts; ApiException is translated into tessera.errors her
 from __future__ import annotations
 
 import json
+import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -98,6 +100,9 @@ class Kube:
 
     def __init__(self, api_client: client.ApiClient) -> None:
         self._api = api_client
+        # Fail over to the caller quickly; the loop retries on its own schedule.
+        self._api.configuration.retries = 0
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
@@ -139,7 +144,10 @@ class Kube:
         except ApiException as err:
             raise _translate(err) from err
         except Exception as err:  # urllib3 connection errors and the like
-            raise ClusterUnreachable(f"{method} {path}: {err}") from err
+            host = self._api.configuration.host
+            cause = re.search(r"\[Errno -?\d+\] [^'\"()]+|timed out|certificate verify failed", str(err))
+            why = cause.group(0).strip() if cause else type(err).__name__
+            raise ClusterUnreachable(f"cannot reach the Kubernetes API server at {host}: {why}") from err
         if resp.status >= 400:
             raise _translate(ApiException(http_resp=resp))
         raw = resp.data or b"{}"

@@ -150,7 +150,9 @@ class Kubectl:
             if m["kind"] not in ("AcceleratorPool", "Node", "Namespace"):
                 m["metadata"]["namespace"] = self.ns
             docs.append(m)
-        self("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(docs))
+        self(
+            "apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(docs)
+        )
 
     def get(self, kind: str, name: str | None = None, cluster_scoped: bool = False) -> Any:
         args = ["get", kind] + ([name] if name else []) + ["-o", "json"]
@@ -170,8 +172,16 @@ class Kubectl:
 
     def events(self, name: str) -> list[dict[str, Any]]:
         items = json.loads(
-            self("get", "events", "-n", self.ns, "-o", "json",
-                 "--field-selector", f"involvedObject.name={name}").stdout  # fmt: skip
+            self(
+                "get",
+                "events",
+                "-n",
+                self.ns,
+                "-o",
+                "json",
+                "--field-selector",
+                f"involvedObject.name={name}",
+            ).stdout  # fmt: skip
         )["items"]
         return list(items)
 
@@ -195,4 +205,4 @@ def namespace(cluster: Any, prefix: str = "e2e") -> Iterator[Kubectl]:
     try:
         yield Kubectl(cluster, name)
     finally:
-        cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+        cluster.kubectl("delete", "namespace", name, "--timeout=90s", check=False)
