@@ -29,7 +29,9 @@ def installed(cluster: Any) -> Any:
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                     "crd/workloads.tessera.dev", "crd/acceleratorpools.tessera.dev")  # fmt: skip
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "examples/pools"))
+    cluster.kubectl(
+        "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "examples/pools")
+    )
     return cluster
 
 
@@ -48,7 +50,9 @@ def ns(operator: Operator, installed: Any) -> Iterator[Kubectl]:
 
 
 def placed(k: Kubectl, name: str, timeout: float = 30) -> dict[str, Any]:
-    return dict(wait_for(f"{name} placed", lambda: (s := k.status(name)).get("pool") and s, timeout))
+    return dict(
+        wait_for(f"{name} placed", lambda: (s := k.status(name)).get("pool") and s, timeout)
+    )
 
 
 def env_of(pod: dict[str, Any]) -> dict[str, str]:
@@ -67,7 +71,9 @@ def test_pool_status_is_kept_true(operator: Operator, installed: Any) -> None:
     assert "H100-SXM5-80GB" in table and "4/4" in table
 
 
-def test_workload_is_placed_on_best_pool_as_pods_with_everything_the_pool_needs(ns: Kubectl, operator: Operator) -> None:
+def test_workload_is_placed_on_best_pool_as_pods_with_everything_the_pool_needs(
+    ns: Kubectl, operator: Operator
+) -> None:
     ns.apply(workload("pretrain", replicas=2, count=8, objective="performance",
                       precision="bf16", minMemoryGiB=80, vendors=["nvidia"], restart="OnFailure"))  # fmt: skip
     status = placed(ns, "pretrain")
@@ -92,7 +98,9 @@ def test_workload_is_placed_on_best_pool_as_pods_with_everything_the_pool_needs(
         assert env["TESSERA_ACCELERATOR_MODEL"] == "H100-SXM5-80GB"
         assert env["TESSERA_ACCELERATOR_MEMORY_GIB"] == "80"
         assert env["TESSERA_ACCELERATOR_COUNT"] == "8" and env["TESSERA_POOL"] == "h100"
-        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["spec"]["tolerations"]
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod[
+            "spec"
+        ]["tolerations"]
         owner = pod["metadata"]["ownerReferences"][0]
         assert owner["kind"] == "Workload" and owner["controller"] is True
         assert pod["metadata"]["labels"]["tessera.dev/pool"] == "h100"
@@ -105,15 +113,24 @@ def test_workload_is_placed_on_best_pool_as_pods_with_everything_the_pool_needs(
     row = ns("get", "awl", "pretrain", "-n", ns.ns, "-o", "wide").stdout
     assert "h100" in row and "2/2" in row and "Running" in row and "performance" in row
     text = operator.metrics()
-    assert (metric_value(text, "tessera_placements_total", pool="h100", objective="performance") or 0) >= 1
-    assert (metric_value(text, "tessera_pool_devices", pool="h100", model="H100-SXM5-80GB", state="capacity")) == 32
+    assert (
+        metric_value(text, "tessera_placements_total", pool="h100", objective="performance") or 0
+    ) >= 1
+    assert (
+        metric_value(
+            text, "tessera_pool_devices", pool="h100", model="H100-SXM5-80GB", state="capacity"
+        )
+    ) == 32
 
 
 def test_vendor_variant_swaps_image_and_env(ns: Kubectl) -> None:
     manifest = workload("portable", count=8, vendors=["amd"], minMemoryGiB=100)
     manifest["spec"]["variants"] = {
         "nvidia": {"image": "registry.example/app:cuda"},
-        "amd": {"image": "registry.example/app:rocm", "env": [{"name": "HSA_ENABLE", "value": "1"}]},
+        "amd": {
+            "image": "registry.example/app:rocm",
+            "env": [{"name": "HSA_ENABLE", "value": "1"}],
+        },
     }
     ns.apply(manifest)
     assert placed(ns, "portable")["pool"] == "mi300x"
@@ -137,7 +154,9 @@ def test_batch_workloads_end_succeeded_or_failed(ns: Kubectl) -> None:
 
 
 def test_service_pods_that_vanish_are_recreated_on_the_same_pool(ns: Kubectl) -> None:
-    ns.apply(workload("svc", replicas=2, count=1, restart="Always", objective="energy", models=["L4"]))
+    ns.apply(
+        workload("svc", replicas=2, count=1, restart="Always", objective="energy", models=["L4"])
+    )
     ns("wait", "--for=condition=Ready", "awl/svc", "-n", ns.ns, "--timeout=60s")
     pool = ns.status("svc")["pool"]
     victim = ns.pods(**{"tessera.dev/workload": "svc"})[0]
@@ -146,7 +165,10 @@ def test_service_pods_that_vanish_are_recreated_on_the_same_pool(ns: Kubectl) ->
         p["metadata"]["name"] == victim["metadata"]["name"] and p["metadata"]["uid"] != victim["metadata"]["uid"]
         for p in ns.pods(**{"tessera.dev/workload": "svc"})))  # fmt: skip
     ns("wait", "--for=condition=Ready", "awl/svc", "-n", ns.ns, "--timeout=60s")
-    assert all(p["metadata"]["labels"]["tessera.dev/pool"] == pool for p in ns.pods(**{"tessera.dev/workload": "svc"}))
+    assert all(
+        p["metadata"]["labels"]["tessera.dev/pool"] == pool
+        for p in ns.pods(**{"tessera.dev/workload": "svc"})
+    )
 
 
 def test_unschedulable_gang_falls_back_to_the_next_pool(ns: Kubectl, operator: Operator) -> None:
@@ -160,7 +182,9 @@ def test_unschedulable_gang_falls_back_to_the_next_pool(ns: Kubectl, operator: O
     status = wait_for("fallback", lambda: (s := ns.status("stuck")).get("excludedPools") and s, 60)
     excluded = status["excludedPools"][0]
     assert excluded["pool"] == "h100" and "unschedulable" in excluded["reason"]
-    after = wait_for("re-placed", lambda: (s := ns.status("stuck")).get("pool") not in (None, "h100") and s, 60)
+    after = wait_for(
+        "re-placed", lambda: (s := ns.status("stuck")).get("pool") not in (None, "h100") and s, 60
+    )
     assert after["pool"] in ("a100", "l4")
     assert "FallbackTriggered" in {e["reason"] for e in ns.events("stuck")}
     assert (metric_value(operator.metrics(), "tessera_fallbacks_total", pool="h100") or 0) >= 1
@@ -192,10 +216,13 @@ def test_pool_degraded_and_overlap_are_reported(operator: Operator, installed: A
     ]  # fmt: skip
     k.apply(*nodes, *pools)
     try:
+
         def status(name: str) -> dict[str, Any]:
             return k.get("acp", name, cluster_scoped=True).get("status") or {}
 
-        a = wait_for("probe-a counted", lambda: status("probe-a").get("nodes") == 2 and status("probe-a"))
+        a = wait_for(
+            "probe-a counted", lambda: status("probe-a").get("nodes") == 2 and status("probe-a")
+        )
         assert a["devices"]["allocatable"] == 8 and a["accelerator"]["model"] == "X1"
         b = wait_for("probe-b overlap", lambda: (s := status("probe-b")).get("conditions") and s)
         assert b["nodes"] == 0, "a node two pools select must be counted once"
@@ -210,7 +237,10 @@ def test_pool_degraded_and_overlap_are_reported(operator: Operator, installed: A
             (c for c in status("probe-a").get("conditions", []) if c["type"] == "Degraded" and c["status"] == "True"), None))  # fmt: skip
         assert "probe-1" in degraded["message"]
         assert status("probe-a")["readyNodes"] == 1
-        assert wait_for("degraded metric", lambda: metric_value(operator.metrics(), "tessera_pool_degraded", pool="probe-a") == 1)
+        assert wait_for(
+            "degraded metric",
+            lambda: metric_value(operator.metrics(), "tessera_pool_degraded", pool="probe-a") == 1,
+        )
     finally:
         installed.kubectl("delete", "acp", "probe-a", "probe-b", "--wait=false", check=False)
         installed.kubectl("delete", "node", "probe-0", "probe-1", "--wait=false", check=False)

@@ -36,7 +36,9 @@ def operator(installed: Any, tmp_path: Any) -> Iterator[Operator]:
     op.stop()
 
 
-def make_pool(k: Kubectl, name: str, nodes: int, devices: int, preference: int = 0, draining: bool = False) -> None:
+def make_pool(
+    k: Kubectl, name: str, nodes: int, devices: int, preference: int = 0, draining: bool = False
+) -> None:
     """`nodes` kwok nodes with `devices` each of a test-only resource, and a pool over them."""
     group = {"name": name, "count": nodes, "labels": {"example.com/test-pool": name},
              "capacity": {RESOURCE: str(devices), "cpu": "64", "memory": "256Gi", "pods": "110"}}  # fmt: skip
@@ -83,7 +85,9 @@ class CapacityWatch:
                 if pod["status"].get("phase") in ("Succeeded", "Failed"):
                     continue
                 node = pod["spec"].get("nodeName") or _pinned(pod)
-                per_node[node] += int(pod["spec"]["containers"][0]["resources"]["requests"][RESOURCE])
+                per_node[node] += int(
+                    pod["spec"]["containers"][0]["resources"]["requests"][RESOURCE]
+                )
             for node, n in per_node.items():
                 self.worst[node] = max(self.worst[node], n)
             self.samples += 1
@@ -96,22 +100,32 @@ class CapacityWatch:
 
 
 def _pinned(pod: dict[str, Any]) -> str:
-    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    terms = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
     return str(terms[0]["matchFields"][0]["values"][0])
 
 
 def statuses(k: Kubectl) -> dict[str, dict[str, Any]]:
     items = k.get("awl")["items"]
-    return {i["metadata"]["name"]: {**(i.get("status") or {}), "priority": i["spec"]["priority"]} for i in items}
+    return {
+        i["metadata"]["name"]: {**(i.get("status") or {}), "priority": i["spec"]["priority"]}
+        for i in items
+    }
 
 
-def test_burst_of_60_into_room_for_40_respects_capacity_and_priority(operator: Operator, installed: Any) -> None:
+def test_burst_of_60_into_room_for_40_respects_capacity_and_priority(
+    operator: Operator, installed: Any
+) -> None:
     with namespace(installed, "burst") as k:
         make_pool(k, "burst", nodes=10, devices=4, draining=True)  # room for 40 single-device pods
         try:
             # Submitted while the pool is closed, so the whole burst is pending at once.
             batch = {"tessera.dev/simulated-runtime-ms": "4000"}
-            jobs = [workload(f"job-{i:02d}", count=1, pools=["burst"], annotations=batch) for i in range(60)]
+            jobs = [
+                workload(f"job-{i:02d}", count=1, pools=["burst"], annotations=batch)
+                for i in range(60)
+            ]
             for i, job in enumerate(jobs):
                 job["spec"]["priority"] = (10, 5, 0)[i % 3]
             k.apply(*jobs)
@@ -121,32 +135,61 @@ def test_burst_of_60_into_room_for_40_respects_capacity_and_priority(operator: O
             assert any("draining" in r for r in reasons), reasons
             with CapacityWatch(k, allocatable=4) as watch:
                 set_draining(k, "burst", False)
-                first = wait_for("40 placed", lambda: (s := statuses(k)) and sum(bool(v.get("pool")) for v in s.values()) >= 40 and s)
+                first = wait_for(
+                    "40 placed",
+                    lambda: (
+                        (s := statuses(k))
+                        and sum(bool(v.get("pool")) for v in s.values()) >= 40
+                        and s
+                    ),
+                )
                 placed_now = [v for v in first.values() if v.get("pool")]
                 waiting = [v for v in first.values() if not v.get("pool")]
                 assert len(placed_now) == 40 and len(waiting) == 20
                 assert min(v["priority"] for v in placed_now) >= max(v["priority"] for v in waiting)
                 assert all(v["candidates"] and v["message"] for v in waiting)
                 assert all(v["priority"] == 0 for v in waiting)
-                wait_for("all 60 succeeded", lambda: all(v.get("phase") == "Succeeded" for v in statuses(k).values()), timeout=180, every=1)
+                wait_for(
+                    "all 60 succeeded",
+                    lambda: all(v.get("phase") == "Succeeded" for v in statuses(k).values()),
+                    timeout=180,
+                    every=1,
+                )
             watch.assert_never_over()
         finally:
             drop_pool(k, "burst", 10)
 
 
-def test_sigkill_mid_burst_loses_nothing_and_duplicates_nothing(operator: Operator, installed: Any) -> None:
+def test_sigkill_mid_burst_loses_nothing_and_duplicates_nothing(
+    operator: Operator, installed: Any
+) -> None:
     with namespace(installed, "kill") as k:
         make_pool(k, "killpool", nodes=8, devices=4, draining=True)
         try:
-            jobs = [workload(f"w-{i:02d}", replicas=2, count=1, pools=["killpool"]) for i in range(15)]
+            jobs = [
+                workload(f"w-{i:02d}", replicas=2, count=1, pools=["killpool"]) for i in range(15)
+            ]
             k.apply(*jobs)
-            wait_for("all waiting", lambda: sum(bool(s.get("candidates")) for s in statuses(k).values()) == 15)
+            wait_for(
+                "all waiting",
+                lambda: sum(bool(s.get("candidates")) for s in statuses(k).values()) == 15,
+            )
             set_draining(k, "killpool", False)
-            wait_for("some placed", lambda: any(s.get("pool") for s in statuses(k).values()), every=0.05)
+            wait_for(
+                "some placed", lambda: any(s.get("pool") for s in statuses(k).values()), every=0.05
+            )
             operator.kill()
             at_kill = sum(bool(s.get("pool")) for s in statuses(k).values())
             operator.start()
-            final = wait_for("all running", lambda: (s := statuses(k)) and all(v.get("phase") == "Running" for v in s.values()) and s, 90)
+            final = wait_for(
+                "all running",
+                lambda: (
+                    (s := statuses(k))
+                    and all(v.get("phase") == "Running" for v in s.values())
+                    and s
+                ),
+                90,
+            )
             assert len(final) == 15, f"{at_kill} were placed when the operator was killed"
             pods = k.pods()
             names = [p["metadata"]["name"] for p in pods]
@@ -162,12 +205,16 @@ def test_sigkill_mid_burst_loses_nothing_and_duplicates_nothing(operator: Operat
             drop_pool(k, "killpool", 8)
 
 
-def test_draining_pool_is_emptied_of_a_service_without_dropping_below_two_ready(operator: Operator, installed: Any) -> None:
+def test_draining_pool_is_emptied_of_a_service_without_dropping_below_two_ready(
+    operator: Operator, installed: Any
+) -> None:
     with namespace(installed, "drain") as k:
         make_pool(k, "old-gen", nodes=2, devices=4, preference=50)
         make_pool(k, "new-gen", nodes=2, devices=4)
         try:
-            k.apply(workload("api", replicas=3, count=1, restart="Always", pools=["old-gen", "new-gen"]))
+            k.apply(
+                workload("api", replicas=3, count=1, restart="Always", pools=["old-gen", "new-gen"])
+            )
             k("wait", "--for=condition=Ready", "awl/api", "-n", k.ns, "--timeout=60s")
             assert k.status("api")["pool"] == "old-gen"
             lowest = 3
@@ -181,7 +228,11 @@ def test_draining_pool_is_emptied_of_a_service_without_dropping_below_two_ready(
                     and not p["metadata"].get("deletionTimestamp") for p in pods
                 )  # fmt: skip
                 lowest = min(lowest, ready, k.status("api").get("readyReplicas", 0))
-                pools = {p["metadata"]["labels"]["tessera.dev/pool"] for p in pods if not p["metadata"].get("deletionTimestamp")}
+                pools = {
+                    p["metadata"]["labels"]["tessera.dev/pool"]
+                    for p in pods
+                    if not p["metadata"].get("deletionTimestamp")
+                }
                 return pools == {"new-gen"} and ready == 3
 
             wait_for("service moved to new-gen", moved, timeout=120, every=0.2)
