@@ -1,0 +1,355 @@
+"""The admin's journey with the Helm chart on the real control plane: `helm install` into a
+namespace that enforces Pod Security `restricted` (kwok runs the operator pod on a system
+node), RBAC checked by impersonating the chart's ServiceAccount, `helm upgrade` to HA with
+monitoring, and `helm uninstall`, which leaves the CRDs and the users' objects in place.
+
+The stages are fixtures that build on each other (installed -> upgraded -> uninstalled), so
+each test sees the release in the state it names, whichever tests run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import yaml
+from chart_support import (
+    KOPF_PEERING_CRD,
+    MONITORING_CRDS,
+    REPO,
+    TESSERA_CRDS,
+    access,
+    adopt_crds,
+    allowed_as,
+    crd_name,
+    crds_present,
+    helm,
+    namespace,
+    unique,
+)
+from operator_harness import wait_for
+
+from tessera.k8s import required_rules
+
+RELEASE = "tessera-e2e"  # cluster-scoped names (ClusterRole, peering) start with this
+SYSTEM_NODES = "node-role\\.kubernetes\\.io/system="  # --set syntax: the system nodes' label
+
+# Values an admin would set on a cluster like the test fleet: the operator on system nodes.
+INSTALL = ["--set", f"nodeSelector.{SYSTEM_NODES}", "--set", "operator.logFormat=text"]
+UPGRADE = [
+    *INSTALL,
+    "--set", "ha.enabled=true",
+    "--set", "metrics.serviceMonitor.enabled=true",
+    "--set", "metrics.prometheusRule.enabled=true",
+    "--set", "resources.limits.memory=768Mi",
+    "--set", "operator.logFormat=json",
+]  # fmt: skip
+
+# Verbs a ClusterRole rule can grant on a resource; whatever required_rules() does not list
+# for a resource it names must be denied.
+VERBS = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
+
+# What the operator must never be able to do, whatever its rules say.
+DENIED = [
+    access("", "secrets", "get"),
+    access("", "secrets", "list"),
+    access("", "secrets", "watch"),
+    access("", "secrets", "get", namespace="kube-system"),
+    access("", "nodes", "delete"),
+    access("", "nodes", "patch"),
+    access("", "nodes", "update"),
+    access("", "namespaces", "delete"),
+    access("", "pods/exec", "create"),
+    access("", "pods/eviction", "create"),
+    access("", "serviceaccounts/token", "create"),
+    access("", "configmaps", "get"),
+    access("rbac.authorization.k8s.io", "clusterroles", "escalate"),
+    access("rbac.authorization.k8s.io", "clusterroles", "bind"),
+    access("rbac.authorization.k8s.io", "clusterroles", "update"),
+    access("rbac.authorization.k8s.io", "clusterrolebindings", "create"),
+    access("rbac.authorization.k8s.io", "roles", "create", namespace="default"),
+    access("rbac.authorization.k8s.io", "rolebindings", "create", namespace="default"),
+    access("", "users", "impersonate"),
+    access("", "serviceaccounts", "impersonate"),
+    access("apiextensions.k8s.io", "customresourcedefinitions", "create"),
+    access("apiextensions.k8s.io", "customresourcedefinitions", "delete"),
+    access("apps", "deployments", "create"),
+    access("admissionregistration.k8s.io", "validatingwebhookconfigurations", "create"),
+]
+
+
+@dataclass
+class Release:
+    name: str
+    namespace: str
+    cluster: Any
+
+    @property
+    def account(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.name}"
+
+    def get(self, kind: str, name: str, namespaced: bool = True) -> dict[str, Any] | None:
+        where = ["-n", self.namespace] if namespaced else []
+        proc = self.cluster.kubectl("get", kind, name, *where, "-o", "yaml", check=False)
+        return yaml.safe_load(proc.stdout) if proc.returncode == 0 else None
+
+    def pods(self) -> list[dict[str, Any]]:
+        proc = self.cluster.kubectl(
+            "get", "pods", "-n", self.namespace, "-o", "yaml",
+            "-l", f"app.kubernetes.io/instance={self.name}",
+        )  # fmt: skip
+        items: list[dict[str, Any]] = yaml.safe_load(proc.stdout)["items"]
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    def running(self, count: int) -> list[dict[str, Any]]:
+        """Waits until exactly `count` current pods run (old ones gone) and returns them."""
+
+        def check() -> list[dict[str, Any]] | None:
+            pods = self.pods()
+            ok = len(pods) == count and all(p["status"].get("phase") == "Running" for p in pods)
+            return pods if ok else None
+
+        pods: list[dict[str, Any]] = wait_for(f"{count} operator pod(s) Running", check, 90)
+        return pods
+
+
+def _pool(name: str) -> dict[str, Any]:
+    pool: dict[str, Any] = yaml.safe_load((REPO / "examples" / "pools" / "a100.yaml").read_text())
+    pool["metadata"] = {"name": name}
+    return pool
+
+
+def _workload(name: str, ns: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "tessera.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "accelerator": {"count": 1},
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox:1.37"}],
+                }
+            },
+        },
+    }
+
+
+# --- the journey, stage by stage -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def monitoring(cluster: Any) -> Iterator[None]:
+    """The Prometheus Operator's CRDs, as a cluster with it has them (for the upgrade)."""
+    with crds_present(cluster, [MONITORING_CRDS]):
+        yield
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: Any, monitoring: None) -> Iterator[Release]:
+    with namespace(cluster, unique("tessera-helm")) as ns:
+        adopt_crds(cluster, RELEASE, ns)
+        helm(cluster, "install", RELEASE, str(REPO / "charts" / "tessera"), "-n", ns, *INSTALL)
+        release = Release(RELEASE, ns, cluster)
+        try:
+            yield release
+        finally:
+            helm(cluster, "uninstall", RELEASE, "-n", ns, "--wait", check=False)
+
+
+@pytest.fixture(scope="module")
+def upgraded(installed: Release) -> Release:
+    helm(
+        installed.cluster, "upgrade", RELEASE, str(REPO / "charts" / "tessera"),
+        "-n", installed.namespace, *UPGRADE,
+    )  # fmt: skip
+    return installed
+
+
+@pytest.fixture(scope="module")
+def user_objects(upgraded: Release) -> Iterator[tuple[str, str, str]]:
+    """A pool and a workload a user created while Tessera was installed."""
+    cluster, pool, workload = upgraded.cluster, unique("chart-e2e"), unique("chart-e2e")
+    docs = [_pool(pool), _workload(workload, upgraded.namespace)]
+    cluster.kubectl("create", "-f", "-", input="---\n".join(yaml.safe_dump(d) for d in docs))
+    try:
+        yield pool, upgraded.namespace, workload
+    finally:
+        cluster.kubectl("delete", "acceleratorpool", pool, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def uninstalled(upgraded: Release, user_objects: tuple[str, str, str]) -> Release:
+    helm(upgraded.cluster, "uninstall", RELEASE, "-n", upgraded.namespace, "--wait")
+    return upgraded
+
+
+# --- install -----------------------------------------------------------------------------------
+
+
+def test_install_creates_the_objects_and_kwok_runs_the_operator(installed: Release) -> None:
+    status = helm(installed.cluster, "status", RELEASE, "-n", installed.namespace, "-o", "yaml")
+    assert yaml.safe_load(status.stdout)["info"]["status"] == "deployed"
+    for kind, name in [
+        ("deployment", RELEASE),
+        ("serviceaccount", RELEASE),
+        ("service", f"{RELEASE}-metrics"),
+    ]:
+        assert installed.get(kind, name), f"{kind}/{name} missing"
+    for kind, name in [("clusterrole", RELEASE), ("clusterrolebinding", RELEASE)]:
+        assert installed.get(kind, name, namespaced=False), f"{kind}/{name} missing"
+    for path in TESSERA_CRDS:
+        crd = installed.get("crd", crd_name(path), namespaced=False)
+        assert crd and crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    # crds/ folder: kopf's peering CRD, there for a later switch to HA.
+    assert installed.get("crd", crd_name(KOPF_PEERING_CRD), namespaced=False)
+
+    (pod,) = installed.running(1)
+    node = installed.get("node", pod["spec"]["nodeName"], namespaced=False)
+    assert node and "node-role.kubernetes.io/system" in node["metadata"]["labels"]
+    assert pod["spec"]["serviceAccountName"] == RELEASE
+    args = pod["spec"]["containers"][0]["args"]
+    assert "--log-format=text" in args and not any(a.startswith("--peering") for a in args)
+    deployment = installed.get("deployment", RELEASE)
+    assert deployment and deployment["spec"]["strategy"]["type"] == "Recreate"
+
+
+def test_the_namespace_enforces_restricted_and_admitted_the_pod(installed: Release) -> None:
+    """The pod exists in a namespace whose admission enforces `restricted`: the API server's
+    own PodSecurity admission accepted it (a violating pod is refused at creation)."""
+    ns = installed.get("namespace", installed.namespace, namespaced=False)
+    assert ns and ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    (pod,) = installed.running(1)
+    sc = pod["spec"]["containers"][0]["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    events = installed.cluster.kubectl(
+        "get", "events", "-n", installed.namespace, "--field-selector", "reason=FailedCreate"
+    ).stdout
+    assert "PodSecurity" not in events
+
+
+def _rule_checks(peering: bool) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """(allowed, denied) accesses from the code's rules: every verb of every rule, at cluster
+    scope and in one namespace; every other verb on the same resources must be denied."""
+    allow: list[dict[str, str]] = []
+    deny: list[dict[str, str]] = []
+    for rule in required_rules(peering=peering):
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in VERBS:
+                    target = allow if verb in rule["verbs"] else deny
+                    target.append(access(group, resource, verb))
+                    target.append(access(group, resource, verb, namespace="default"))
+    return allow, deny
+
+
+def _check_rbac(release: Release, peering: bool) -> None:
+    allow, deny = _rule_checks(peering)
+    checks = allow + deny + DENIED
+    verdicts = dict(
+        zip(map(repr, checks), allowed_as(release.cluster, release.account, checks), strict=True)
+    )
+    refused = [a for a in allow if not verdicts[repr(a)]]
+    assert not refused, f"the operator's own calls are forbidden: {refused}"
+    granted = [a for a in deny + DENIED if verdicts[repr(a)]]
+    assert not granted, f"the ServiceAccount may do more than the code needs: {granted}"
+
+
+def test_rbac_allows_every_call_the_code_makes_and_nothing_else(installed: Release) -> None:
+    _check_rbac(installed, peering=False)
+    peering_only = access("kopf.dev", "clusterkopfpeerings", "patch")
+    assert allowed_as(installed.cluster, installed.account, [peering_only]) == [False]
+
+
+def test_kubectl_auth_can_i_as_the_service_account(installed: Release) -> None:
+    """The same answers through `kubectl auth can-i --as`, as an admin would ask."""
+    cluster, account = installed.cluster, installed.account
+
+    def can_i(*args: str) -> str:
+        proc = cluster.kubectl("auth", "can-i", *args, f"--as={account}", check=False)
+        return str(proc.stdout.strip())
+
+    assert can_i("list", "pods", "--all-namespaces") == "yes"
+    assert can_i("create", "pods", "-n", "default") == "yes"
+    assert can_i("patch", "workloads.tessera.dev", "--subresource=status", "-A") == "yes"
+    assert can_i("watch", "nodes") == "yes"
+    assert can_i("get", "secrets", "--all-namespaces") == "no"
+    assert can_i("get", "secrets", "-n", installed.namespace) == "no"
+    assert can_i("delete", "nodes") == "no"
+    assert can_i("escalate", "clusterroles.rbac.authorization.k8s.io") == "no"
+    assert can_i("bind", "clusterroles.rbac.authorization.k8s.io") == "no"
+    proc = cluster.kubectl("get", "secrets", "-A", f"--as={account}", check=False)
+    assert proc.returncode != 0 and "Forbidden" in proc.stderr
+
+
+# --- upgrade -------------------------------------------------------------------------------------
+
+
+def test_upgrade_switches_on_ha_and_monitoring(upgraded: Release) -> None:
+    status = helm(upgraded.cluster, "status", RELEASE, "-n", upgraded.namespace, "-o", "yaml")
+    info = yaml.safe_load(status.stdout)
+    assert info["version"] == 2 and info["info"]["status"] == "deployed"
+    pods = upgraded.running(2)
+    for pod in pods:
+        container = pod["spec"]["containers"][0]
+        assert f"--peering={RELEASE}" in container["args"]
+        assert "--log-format=json" in container["args"]
+        assert container["resources"]["limits"]["memory"] == "768Mi"
+    assert len({p["spec"]["nodeName"] for p in pods}) == 2, "replicas spread over nodes"
+    assert upgraded.get("clusterkopfpeering", RELEASE, namespaced=False)
+    assert upgraded.get("poddisruptionbudget", RELEASE)
+    assert upgraded.get("servicemonitor", RELEASE)
+    rule = upgraded.get("prometheusrule", RELEASE)
+    assert rule
+    alerts = {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert {
+        "TesseraOperatorDown",
+        "TesseraWorkloadsWaitingTooLong",
+        "TesseraPoolDegraded",
+    } <= alerts
+    deployment = upgraded.get("deployment", RELEASE)
+    assert deployment and deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+
+
+def test_rbac_with_peering(upgraded: Release) -> None:
+    _check_rbac(upgraded, peering=True)
+
+
+def test_a_typo_in_values_fails_the_upgrade(upgraded: Release) -> None:
+    proc = helm(
+        upgraded.cluster, "upgrade", RELEASE, str(REPO / "charts" / "tessera"),
+        "-n", upgraded.namespace, *UPGRADE, "--set", "ha.replica=3", check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "additional properties 'replica' not allowed" in proc.stderr
+    history = helm(upgraded.cluster, "history", RELEASE, "-n", upgraded.namespace, "-o", "yaml")
+    assert len(yaml.safe_load(history.stdout)) == 2, "the failed upgrade made no revision"
+
+
+# --- uninstall -----------------------------------------------------------------------------------
+
+
+def test_uninstall_keeps_the_crds_and_the_users_objects(uninstalled: Release) -> None:
+    cluster = uninstalled.cluster
+    assert helm(cluster, "status", RELEASE, "-n", uninstalled.namespace, check=False).returncode
+    wait_for(
+        "the operator's pods to go",
+        lambda: not uninstalled.pods(),
+        60,
+    )
+    for kind, name in [("deployment", RELEASE), ("serviceaccount", RELEASE)]:
+        assert uninstalled.get(kind, name) is None, f"{kind}/{name} left behind"
+    for kind in ("clusterrole", "clusterrolebinding", "clusterkopfpeering"):
+        assert uninstalled.get(kind, RELEASE, namespaced=False) is None, f"{kind} left behind"
+    for path in [*TESSERA_CRDS, KOPF_PEERING_CRD]:
+        assert uninstalled.get("crd", crd_name(path), namespaced=False), f"{path.name} deleted"
+
+
+def test_users_objects_survive_uninstall(
+    uninstalled: Release, user_objects: tuple[str, str, str]
+) -> None:
+    pool, ns, workload = user_objects
+    assert uninstalled.get("acceleratorpool", pool, namespaced=False)
+    found = uninstalled.cluster.kubectl("get", "workload", workload, "-n", ns, check=False)
+    assert found.returncode == 0, found.stderr
