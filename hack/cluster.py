@@ -183,6 +183,18 @@ class Cluster:
 
     def down(self, quiet: bool = False, keep_logs: bool = False) -> None:
         """Stops exactly the processes this cluster started (by pid), then removes its state."""
+        # The demo's operator (hack/demo.py) records its pid here; stop it before its API server.
+        operator_pid = self.state_dir / "operator.pid"
+        with contextlib.suppress(OSError, ValueError):  # OSError once the process is gone
+            pid = int(operator_pid.read_text())
+            cmdline = Path(f"/proc/{pid}/cmdline")  # checked, so a reused pid is left alone
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                if b"tessera" in cmdline.read_bytes():
+                    os.kill(pid, sig)
+                deadline = time.monotonic() + 10
+                while b"tessera" in cmdline.read_bytes() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+        operator_pid.unlink(missing_ok=True)
         if not self.pids and not self.load():
             if not quiet:
                 log(f"no cluster recorded in {self.state_dir}; nothing to stop")
@@ -220,8 +232,21 @@ class Cluster:
         """A throwaway CA, an API-server serving cert, an admin client cert, SA keys."""
         self.pki.mkdir(parents=True, exist_ok=True)
         ossl = self._openssl
-        ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
-             "ca.crt", "-days", "30", "-subj", "/CN=tessera-local-ca")  # fmt: skip
+        ossl(
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "30",
+            "-subj",
+            "/CN=tessera-local-ca",
+        )
         sans = (
             "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
             "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
@@ -230,12 +255,36 @@ class Cluster:
             ("apiserver", "/CN=kube-apiserver", sans),
             ("admin", "/O=system:masters/CN=tessera-admin", "extendedKeyUsage=clientAuth"),
         ):
-            ossl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
-                 f"{name}.csr", "-subj", subj)  # fmt: skip
+            ossl(
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                f"{name}.key",
+                "-out",
+                f"{name}.csr",
+                "-subj",
+                subj,
+            )
             (self.pki / f"{name}.ext").write_text(ext + "\n")
-            ossl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-out", f"{name}.crt", "-days", "30", "-extfile",
-                 f"{name}.ext")  # fmt: skip
+            ossl(
+                "x509",
+                "-req",
+                "-in",
+                f"{name}.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                f"{name}.crt",
+                "-days",
+                "30",
+                "-extfile",
+                f"{name}.ext",
+            )
         ossl("genrsa", "-out", "sa.key", "2048")
         ossl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
 
@@ -277,9 +326,13 @@ class Cluster:
     def _spawn(self, name: str, argv: list[str]) -> None:
         logfile = (self.logs / f"{name}.log").open("ab")
         proc = subprocess.Popen(
-            argv, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, cwd=self.state_dir,
-        )  # fmt: skip
+            argv,
+            stdout=logfile,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=self.state_dir,
+        )
         self.pids[name] = proc.pid
         self._procs[name] = proc
         self._save()
@@ -301,13 +354,22 @@ class Cluster:
             f"http://127.0.0.1:{self.ports['etcd']}",
             f"http://127.0.0.1:{self.ports['etcd-peer']}",
         )
-        self._spawn("etcd", [
-            str(binary), "--name=default", f"--data-dir={self.state_dir / 'etcd'}",
-            f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
-            f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
-            f"--initial-cluster=default={peer}", "--unsafe-no-fsync=true",
-            "--log-level=warn", "--quota-backend-bytes=4294967296",
-        ])  # fmt: skip
+        self._spawn(
+            "etcd",
+            [
+                str(binary),
+                "--name=default",
+                f"--data-dir={self.state_dir / 'etcd'}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=default={peer}",
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+                "--quota-backend-bytes=4294967296",
+            ],
+        )
         self._wait(
             "etcd",
             lambda: (
@@ -333,49 +395,78 @@ class Cluster:
 
     def _start_apiserver(self, binary: Path) -> None:
         pki = self.pki
-        self._spawn("kube-apiserver", [
-            str(binary), f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            f"--secure-port={self.ports['apiserver']}",
-            f"--tls-cert-file={pki / 'apiserver.crt'}",
-            f"--tls-private-key-file={pki / 'apiserver.key'}",
-            f"--client-ca-file={pki / 'ca.crt'}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            "--service-cluster-ip-range=10.96.0.0/16", "--authorization-mode=RBAC",
-            "--endpoint-reconciler-type=none", "--allow-privileged=true",
-            "--enable-priority-and-fairness=false", "--profiling=false",
-            # Without kubelets the node-lifecycle controller would be needed only to lift the
-            # not-ready taint this plugin adds at creation; kwok keeps the nodes Ready instead.
-            "--disable-admission-plugins=TaintNodesByCondition",
-        ])  # fmt: skip
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(binary),
+                f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.ports['apiserver']}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                "--authorization-mode=RBAC",
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true",
+                "--enable-priority-and-fairness=false",
+                "--profiling=false",
+                # Without kubelets the node-lifecycle controller would be needed only to lift the
+                # not-ready taint this plugin adds at creation; kwok keeps the nodes Ready instead.
+                "--disable-admission-plugins=TaintNodesByCondition",
+            ],
+        )
         self._wait("kube-apiserver /readyz", self.healthy, timeout=90)
 
     def _start_controllers(self, bins: dict[str, Path]) -> None:
         kc, pki = f"--kubeconfig={self.kubeconfig}", self.pki
-        self._spawn("kube-controller-manager", [
-            str(bins["kube-controller-manager"]), kc, "--leader-elect=false",
-            "--bind-address=127.0.0.1", f"--secure-port={self.ports['controller-manager']}",
-            f"--controllers={CONTROLLERS}",
-            f"--service-account-private-key-file={pki / 'sa.key'}",
-            f"--root-ca-file={pki / 'ca.crt'}",
-            "--use-service-account-credentials=false",
-            "--concurrent-gc-syncs=10", "--kube-api-qps=200", "--kube-api-burst=400",
-        ])  # fmt: skip
-        self._spawn("kube-scheduler", [
-            str(bins["kube-scheduler"]), kc, "--leader-elect=false",
-            "--bind-address=127.0.0.1", f"--secure-port={self.ports['scheduler']}",
-            "--kube-api-qps=200", "--kube-api-burst=400",
-        ])  # fmt: skip
-        self._spawn("kwok", [
-            str(bins["kwok"]), kc, "--manage-all-nodes=false",
-            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-            # No --node-port/--server-address: kwok then serves nothing (no logs/exec).
-            "--cidr=10.244.0.0/16", "--node-ip=127.0.0.1",
-            f"--config={bins['kwok'].parent / 'stages.yaml'}",
-            f"--config={HACK / 'kwok' / 'stages.yaml'}",
-        ])  # fmt: skip
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(bins["kube-controller-manager"]),
+                kc,
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.ports['controller-manager']}",
+                f"--controllers={CONTROLLERS}",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                "--use-service-account-credentials=false",
+                "--concurrent-gc-syncs=10",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+            ],
+        )
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(bins["kube-scheduler"]),
+                kc,
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.ports['scheduler']}",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+            ],
+        )
+        self._spawn(
+            "kwok",
+            [
+                str(bins["kwok"]),
+                kc,
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                # No --node-port/--server-address: kwok then serves nothing (no logs/exec).
+                "--cidr=10.244.0.0/16",
+                "--node-ip=127.0.0.1",
+                f"--config={bins['kwok'].parent / 'stages.yaml'}",
+                f"--config={HACK / 'kwok' / 'stages.yaml'}",
+            ],
+        )
 
     def _wait_default_service_account(self) -> None:
         def ready() -> bool:
@@ -389,8 +480,11 @@ class Cluster:
         """Runs the pinned kubectl against this cluster."""
         proc = subprocess.run(
             [str(binaries()["kubectl"]), f"--kubeconfig={self.kubeconfig}", *args],
-            input=input, text=True, capture_output=True, check=False,
-        )  # fmt: skip
+            input=input,
+            text=True,
+            capture_output=True,
+            check=False,
+        )
         if check and proc.returncode != 0:
             raise ClusterError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc
@@ -454,8 +548,12 @@ def main(argv: list[str] | None = None) -> int:
             if not cluster.load():
                 print("no cluster")
                 return 1
-            status = {"server": cluster.server, "running": cluster.running(),
-                      "healthy": cluster.healthy(), "kubeconfig": str(cluster.kubeconfig)}  # fmt: skip
+            status = {
+                "server": cluster.server,
+                "running": cluster.running(),
+                "healthy": cluster.healthy(),
+                "kubeconfig": str(cluster.kubeconfig),
+            }
             print(json.dumps(status))
     except (ClusterError, subprocess.CalledProcessError) as err:
         print(f"error: {err}", file=sys.stderr)

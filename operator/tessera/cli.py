@@ -35,8 +35,11 @@ def _run(args: argparse.Namespace) -> int:
             args.metrics_address, args.metrics_port, metrics.Health(kube.version)
         )
     except OSError as err:
-        print(f"tessera: cannot serve metrics on {args.metrics_address}:{args.metrics_port}: "
-              f"{err.strerror}", file=sys.stderr)  # fmt: skip
+        print(
+            f"tessera: cannot serve metrics on {args.metrics_address}:{args.metrics_port}: "
+            f"{err.strerror}",
+            file=sys.stderr,
+        )
         return 2
     log.info("metrics and /healthz on %s:%d", args.metrics_address, args.metrics_port)
 
@@ -110,13 +113,21 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--context", help="kubeconfig context")
 
     run = sub.add_parser("run", parents=[common], help="run the operator")
-    run.add_argument("-n", "--namespace", action="append", default=[],
-                     help="watch workloads in this namespace (repeatable; default: all)")  # fmt: skip
+    run.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=[],
+        help="watch workloads in this namespace (repeatable; default: all)",
+    )
     run.add_argument("--metrics-port", type=int, default=8080, help="port of /metrics and /healthz")
     run.add_argument("--metrics-address", default="0.0.0.0", help="address to serve metrics on")
     run.add_argument("--log-format", choices=["text", "json"], default="text")
-    run.add_argument("--peering", metavar="NAME",
-                     help="kopf peering object for failover between replicas (default: standalone)")  # fmt: skip
+    run.add_argument(
+        "--peering",
+        metavar="NAME",
+        help="kopf peering object for failover between replicas (default: standalone)",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     run.set_defaults(func=_run)
 

@@ -110,11 +110,12 @@ class Kube:
         try:
             if kubeconfig is None and context is None:
                 try:
-                    config.load_incluster_config()
+                    config.load_incluster_config()  # type: ignore[no-untyped-call]
                     return cls(client.ApiClient())
                 except ConfigException:
                     pass
-            return cls(config.new_client_from_config(config_file=kubeconfig, context=context))
+            client_ = config.new_client_from_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
+            return cls(client_)
         except (ConfigException, OSError) as err:
             raise ClusterUnreachable(f"no usable kubeconfig: {err}") from err
 
@@ -135,19 +136,27 @@ class Kube:
         headers = {"Accept": "application/json", "Content-Type": content_type}
         params = list((query or {}).items())
         _, url, headers, data, _ = self._api.param_serialize(
-            method, path, query_params=params, header_params=headers, body=body,
+            method,
+            path,
+            query_params=params,
+            header_params=headers,
+            body=body,
             auth_settings=["BearerToken"],
-        )  # fmt: skip
+        )
         try:
             resp = self._api.call_api(method, url, headers, data, _request_timeout=timeout)
-            resp.read()
+            resp.read()  # type: ignore[no-untyped-call]
         except ApiException as err:
             raise _translate(err) from err
         except Exception as err:  # urllib3 connection errors and the like
             host = self._api.configuration.host
-            cause = re.search(r"\[Errno -?\d+\] [^'\"()]+|timed out|certificate verify failed", str(err))
+            cause = re.search(
+                r"\[Errno -?\d+\] [^'\"()]+|timed out|certificate verify failed", str(err)
+            )
             why = cause.group(0).strip() if cause else type(err).__name__
-            raise ClusterUnreachable(f"cannot reach the Kubernetes API server at {host}: {why}") from err
+            raise ClusterUnreachable(
+                f"cannot reach the Kubernetes API server at {host}: {why}"
+            ) from err
         if resp.status >= 400:
             raise _translate(ApiException(http_resp=resp))
         raw = resp.data or b"{}"
@@ -181,9 +190,10 @@ class Kube:
                 missing.append(f"{name} (not Established)")
         if missing:
             raise CRDsMissing(
-                "Tessera's CRDs are not installed: " + ", ".join(missing)
+                "Tessera's CRDs are not installed: "
+                + ", ".join(missing)
                 + ". Install them with `kubectl apply --server-side -f crds/` or the Helm chart."
-            )  # fmt: skip
+            )
 
     # --- pods -----------------------------------------------------------------------------
 

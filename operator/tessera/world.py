@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tessera import api, placement
+from tessera.catalog import resolve_accelerator
 from tessera.placement.snapshot import NodeState, PoolState, Release
 
 TERMINAL = ("Succeeded", "Failed")
@@ -117,10 +118,10 @@ def pod_facts(body: Mapping[str, Any]) -> PodFacts:
     since, message = None, ""
     ready = False
     for cond in status.get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            if cond.get("reason") == "Unschedulable":
-                since = parse_time(cond.get("lastTransitionTime"))
-                message = cond.get("message", "")
+        unschedulable = cond.get("status") == "False" and cond.get("reason") == "Unschedulable"
+        if cond.get("type") == "PodScheduled" and unschedulable:
+            since = parse_time(cond.get("lastTransitionTime"))
+            message = cond.get("message", "")
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
     replica = labels.get(api.REPLICA_LABEL)
@@ -230,7 +231,8 @@ class World:
             owners = [
                 name
                 for name, spec in self.pool_specs.items()
-                if not spec.node_selector.is_empty() and spec.node_selector.matches(node.labels)
+                if not spec.node_selector.is_empty()
+                and spec.node_selector.matches(dict(node.labels))
             ]
             if owners:
                 members[owners[0]].append(node.name)
@@ -281,7 +283,7 @@ class World:
 
     def _default_resource(self, pool: str) -> str | None:
         nodes = {n: self.nodes[n].labels for n in self.members.get(pool, [])}
-        res = placement.snapshot.resolve_accelerator(self.pool_specs[pool], nodes)
+        res = resolve_accelerator(self.pool_specs[pool], nodes)
         return res.accelerator.resource_name
 
     def free(self, node: str, resource: str) -> int:
@@ -403,7 +405,7 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
             gen,
             old,
             now,
-        )  # fmt: skip
+        )
     )
     not_ready = [n.name for n in nodes if not n.ready]
     conditions.append(
@@ -417,7 +419,7 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
             gen,
             old,
             now,
-        )  # fmt: skip
+        )
     )
     overlap = world.overlaps.get(name, {})
     conditions.append(
@@ -432,7 +434,7 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
             gen,
             old,
             now,
-        )  # fmt: skip
+        )
     )
     if not resolved_ok:
         ready_cond = ("AcceleratorUnresolved", "; ".join(problems))

@@ -54,10 +54,20 @@ class Operator:
         log = (self.log_dir / f"operator-{self.starts}.log").open("wb")
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
         self.proc = subprocess.Popen(
-            [str(TESSERA), "run", "--kubeconfig", str(self.kubeconfig),
-             "--metrics-address", "127.0.0.1", "--metrics-port", str(self.port)],
-            stdout=log, stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
+            [
+                str(TESSERA),
+                "run",
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--metrics-address",
+                "127.0.0.1",
+                "--metrics-port",
+                str(self.port),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         wait_for("operator /healthz", self.healthy, timeout=30)
 
     def healthy(self) -> bool:
@@ -129,8 +139,12 @@ def workload(
             },
         },
     }
-    return {"apiVersion": "tessera.dev/v1alpha1", "kind": "Workload",
-            "metadata": {"name": name}, "spec": spec}  # fmt: skip
+    return {
+        "apiVersion": "tessera.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 class Kubectl:
@@ -145,8 +159,8 @@ class Kubectl:
 
     def apply(self, *manifests: dict[str, Any]) -> None:
         docs = []
-        for m in manifests:
-            m = json.loads(json.dumps(m))
+        for manifest in manifests:
+            m = json.loads(json.dumps(manifest))
             if m["kind"] not in ("AcceleratorPool", "Node", "Namespace"):
                 m["metadata"]["namespace"] = self.ns
             docs.append(m)
@@ -181,7 +195,7 @@ class Kubectl:
                 "json",
                 "--field-selector",
                 f"involvedObject.name={name}",
-            ).stdout  # fmt: skip
+            ).stdout
         )["items"]
         return list(items)
 
@@ -200,8 +214,10 @@ class Kubectl:
 def namespace(cluster: Any, prefix: str = "e2e") -> Iterator[Kubectl]:
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     cluster.kubectl("create", "namespace", name)
-    wait_for("default service account", lambda: cluster.kubectl(
-        "get", "sa", "default", "-n", name, check=False).returncode == 0)  # fmt: skip
+    wait_for(
+        "default service account",
+        lambda: cluster.kubectl("get", "sa", "default", "-n", name, check=False).returncode == 0,
+    )
     try:
         yield Kubectl(cluster, name)
     finally:

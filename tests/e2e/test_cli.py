@@ -12,7 +12,7 @@ from typing import Any
 from operator_harness import REPO, TESSERA, free_port
 
 sys.path.insert(0, str(REPO / "hack"))
-import cluster as local_cluster  # noqa: E402
+import cluster as local_cluster
 
 
 def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -24,11 +24,21 @@ def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
 def test_unreachable_cluster_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
     port = free_port()  # nothing listens there
     config = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}", "insecure-skip-tls-verify": True}}],
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
+        "clusters": [
+            {
+                "name": "c",
+                "cluster": {
+                    "server": f"https://127.0.0.1:{port}",
+                    "insecure-skip-tls-verify": True,
+                },
+            }
+        ],
         "users": [{"name": "u", "user": {"token": "x"}}],
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-    }  # fmt: skip
+    }
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(json.dumps(config))
     result = run("run", "--kubeconfig", str(kubeconfig), "--metrics-port", str(free_port()))
@@ -71,8 +81,15 @@ def test_busy_metrics_port_is_a_clear_error(cluster: Any) -> None:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        result = run("run", "--kubeconfig", str(cluster.kubeconfig), "--metrics-address", "127.0.0.1",
-                     "--metrics-port", str(port))  # fmt: skip
+        result = run(
+            "run",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "--metrics-address",
+            "127.0.0.1",
+            "--metrics-port",
+            str(port),
+        )
     assert result.returncode == 2 and f"127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,15 +19,20 @@ from operator_harness import (
 )
 
 sys.path.insert(0, str(REPO / "hack"))
-import fleet as fleet_mod  # noqa: E402
+import fleet as fleet_mod
 
 
 @pytest.fixture(scope="module")
 def installed(cluster: Any) -> Any:
     """CRDs and the example pools, as an admin would apply them."""
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                    "crd/workloads.tessera.dev", "crd/acceleratorpools.tessera.dev")  # fmt: skip
+    cluster.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/workloads.tessera.dev",
+        "crd/acceleratorpools.tessera.dev",
+    )
     cluster.kubectl(
         "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "examples/pools")
     )
@@ -74,8 +78,18 @@ def test_pool_status_is_kept_true(operator: Operator, installed: Any) -> None:
 def test_workload_is_placed_on_best_pool_as_pods_with_everything_the_pool_needs(
     ns: Kubectl, operator: Operator
 ) -> None:
-    ns.apply(workload("pretrain", replicas=2, count=8, objective="performance",
-                      precision="bf16", minMemoryGiB=80, vendors=["nvidia"], restart="OnFailure"))  # fmt: skip
+    ns.apply(
+        workload(
+            "pretrain",
+            replicas=2,
+            count=8,
+            objective="performance",
+            precision="bf16",
+            minMemoryGiB=80,
+            vendors=["nvidia"],
+            restart="OnFailure",
+        )
+    )
     status = placed(ns, "pretrain")
     assert status["pool"] == "h100" and status["accelerator"] == "H100-SXM5-80GB"
     cands = status["candidates"]
@@ -144,8 +158,10 @@ def test_vendor_variant_swaps_image_and_env(ns: Kubectl) -> None:
 def test_batch_workloads_end_succeeded_or_failed(ns: Kubectl) -> None:
     ok = {"tessera.dev/simulated-runtime-ms": "1000"}
     bad = {**ok, "tessera.dev/simulated-exit-code": "3"}
-    ns.apply(workload("done", replicas=2, count=1, vendors=["google"], annotations=ok),
-             workload("broken", count=1, vendors=["google"], annotations=bad))  # fmt: skip
+    ns.apply(
+        workload("done", replicas=2, count=1, vendors=["google"], annotations=ok),
+        workload("broken", count=1, vendors=["google"], annotations=bad),
+    )
     wait_for("done Succeeded", lambda: ns.status("done").get("phase") == "Succeeded", 60)
     wait_for("broken Failed", lambda: ns.status("broken").get("phase") == "Failed", 60)
     assert ns.condition("done", "Complete")["status"] == "True"  # type: ignore[index]
@@ -161,9 +177,14 @@ def test_service_pods_that_vanish_are_recreated_on_the_same_pool(ns: Kubectl) ->
     pool = ns.status("svc")["pool"]
     victim = ns.pods(**{"tessera.dev/workload": "svc"})[0]
     ns("delete", "pod", victim["metadata"]["name"], "-n", ns.ns, "--wait=true")
-    wait_for("replacement", lambda: any(
-        p["metadata"]["name"] == victim["metadata"]["name"] and p["metadata"]["uid"] != victim["metadata"]["uid"]
-        for p in ns.pods(**{"tessera.dev/workload": "svc"})))  # fmt: skip
+    wait_for(
+        "replacement",
+        lambda: any(
+            p["metadata"]["name"] == victim["metadata"]["name"]
+            and p["metadata"]["uid"] != victim["metadata"]["uid"]
+            for p in ns.pods(**{"tessera.dev/workload": "svc"})
+        ),
+    )
     ns("wait", "--for=condition=Ready", "awl/svc", "-n", ns.ns, "--timeout=60s")
     assert all(
         p["metadata"]["labels"]["tessera.dev/pool"] == pool
@@ -174,8 +195,13 @@ def test_service_pods_that_vanish_are_recreated_on_the_same_pool(ns: Kubectl) ->
 def test_unschedulable_gang_falls_back_to_the_next_pool(ns: Kubectl, operator: Operator) -> None:
     # The template pins pods to a zone only the A100 nodes... none have: the scheduler
     # cannot bind them anywhere, so each pool is withdrawn from in turn, with the reason kept.
-    manifest = workload("stuck", count=8, vendors=["nvidia"], objective="performance",
-                        pod_spec={"nodeSelector": {"topology.kubernetes.io/zone": "nowhere"}})  # fmt: skip
+    manifest = workload(
+        "stuck",
+        count=8,
+        vendors=["nvidia"],
+        objective="performance",
+        pod_spec={"nodeSelector": {"topology.kubernetes.io/zone": "nowhere"}},
+    )
     manifest["spec"]["placement"] = {"fallbackAfterSeconds": 2}
     ns.apply(manifest)
     assert placed(ns, "stuck")["pool"] == "h100"
@@ -204,16 +230,31 @@ def test_deleting_a_workload_frees_its_devices_for_the_next(ns: Kubectl) -> None
 
 def test_pool_degraded_and_overlap_are_reported(operator: Operator, installed: Any) -> None:
     k = Kubectl(installed, "default")
-    group = {"name": "probe", "count": 2, "labels": {"example.com/accel": "x1"},
-             "capacity": {"example.com/x1": "4", "cpu": "8", "memory": "32Gi", "pods": "110"}}  # fmt: skip
+    group = {
+        "name": "probe",
+        "count": 2,
+        "labels": {"example.com/accel": "x1"},
+        "capacity": {"example.com/x1": "4", "cpu": "8", "memory": "32Gi", "pods": "110"},
+    }
     nodes = fleet_mod.node_manifests([group])
     pools = [
-        {"apiVersion": "tessera.dev/v1alpha1", "kind": "AcceleratorPool", "metadata": {"name": name},
-         "spec": {"accelerator": {"vendor": "other", "model": "X1", "resourceName": "example.com/x1",
-                                  "memoryGiB": 48, "peakTFLOPS": {"bf16": 400}},
-                  "nodeSelector": {"matchLabels": {"example.com/accel": "x1"}}}}
+        {
+            "apiVersion": "tessera.dev/v1alpha1",
+            "kind": "AcceleratorPool",
+            "metadata": {"name": name},
+            "spec": {
+                "accelerator": {
+                    "vendor": "other",
+                    "model": "X1",
+                    "resourceName": "example.com/x1",
+                    "memoryGiB": 48,
+                    "peakTFLOPS": {"bf16": 400},
+                },
+                "nodeSelector": {"matchLabels": {"example.com/accel": "x1"}},
+            },
+        }
         for name in ("probe-a", "probe-b")
-    ]  # fmt: skip
+    ]
     k.apply(*nodes, *pools)
     try:
 
@@ -230,11 +271,27 @@ def test_pool_degraded_and_overlap_are_reported(operator: Operator, installed: A
         assert overlap["status"] == "True" and "probe-0" in overlap["message"]
         # A node goes NotReady: kwok stops managing it and the condition says so.
         installed.kubectl("annotate", "node", "probe-1", "kwok.x-k8s.io/node-")
-        installed.kubectl("patch", "node", "probe-1", "--subresource=status", "--type=merge", "-p",
-                          '{"status":{"conditions":[{"type":"Ready","status":"False","reason":"KubeletDown",'
-                          '"message":"test","lastHeartbeatTime":null}]}}')  # fmt: skip
-        degraded = wait_for("Degraded", lambda: next(
-            (c for c in status("probe-a").get("conditions", []) if c["type"] == "Degraded" and c["status"] == "True"), None))  # fmt: skip
+        installed.kubectl(
+            "patch",
+            "node",
+            "probe-1",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            '{"status":{"conditions":[{"type":"Ready","status":"False","reason":"KubeletDown",'
+            '"message":"test","lastHeartbeatTime":null}]}}',
+        )
+        degraded = wait_for(
+            "Degraded",
+            lambda: next(
+                (
+                    c
+                    for c in status("probe-a").get("conditions", [])
+                    if c["type"] == "Degraded" and c["status"] == "True"
+                ),
+                None,
+            ),
+        )
         assert "probe-1" in degraded["message"]
         assert status("probe-a")["readyNodes"] == 1
         assert wait_for(

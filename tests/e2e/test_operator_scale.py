@@ -15,7 +15,7 @@ import pytest
 from operator_harness import REPO, Kubectl, Operator, namespace, wait_for, workload
 
 sys.path.insert(0, str(REPO / "hack"))
-import fleet as fleet_mod  # noqa: E402
+import fleet as fleet_mod
 
 RESOURCE = "example.com/burst"
 
@@ -23,8 +23,13 @@ RESOURCE = "example.com/burst"
 @pytest.fixture(scope="module")
 def installed(cluster: Any) -> Any:
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                    "crd/workloads.tessera.dev", "crd/acceleratorpools.tessera.dev")  # fmt: skip
+    cluster.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/workloads.tessera.dev",
+        "crd/acceleratorpools.tessera.dev",
+    )
     return cluster
 
 
@@ -40,13 +45,29 @@ def make_pool(
     k: Kubectl, name: str, nodes: int, devices: int, preference: int = 0, draining: bool = False
 ) -> None:
     """`nodes` kwok nodes with `devices` each of a test-only resource, and a pool over them."""
-    group = {"name": name, "count": nodes, "labels": {"example.com/test-pool": name},
-             "capacity": {RESOURCE: str(devices), "cpu": "64", "memory": "256Gi", "pods": "110"}}  # fmt: skip
-    pool = {"apiVersion": "tessera.dev/v1alpha1", "kind": "AcceleratorPool", "metadata": {"name": name},
-            "spec": {"accelerator": {"vendor": "other", "model": "B1", "resourceName": RESOURCE,
-                                     "memoryGiB": 64, "peakTFLOPS": {"bf16": 500}},
-                     "nodeSelector": {"matchLabels": {"example.com/test-pool": name}},
-                     "preference": preference, "draining": draining}}  # fmt: skip
+    group = {
+        "name": name,
+        "count": nodes,
+        "labels": {"example.com/test-pool": name},
+        "capacity": {RESOURCE: str(devices), "cpu": "64", "memory": "256Gi", "pods": "110"},
+    }
+    pool = {
+        "apiVersion": "tessera.dev/v1alpha1",
+        "kind": "AcceleratorPool",
+        "metadata": {"name": name},
+        "spec": {
+            "accelerator": {
+                "vendor": "other",
+                "model": "B1",
+                "resourceName": RESOURCE,
+                "memoryGiB": 64,
+                "peakTFLOPS": {"bf16": 500},
+            },
+            "nodeSelector": {"matchLabels": {"example.com/test-pool": name}},
+            "preference": preference,
+            "draining": draining,
+        },
+    }
     k.apply(*fleet_mod.node_manifests([group]), pool)
 
 
@@ -129,8 +150,16 @@ def test_burst_of_60_into_room_for_40_respects_capacity_and_priority(
             for i, job in enumerate(jobs):
                 job["spec"]["priority"] = (10, 5, 0)[i % 3]
             k.apply(*jobs)
-            wait_for("all waiting", lambda: sum(s.get("phase") == "Pending" and bool(s.get("candidates"))
-                                                for s in statuses(k).values()) == 60)  # fmt: skip
+            wait_for(
+                "all waiting",
+                lambda: (
+                    sum(
+                        s.get("phase") == "Pending" and bool(s.get("candidates"))
+                        for s in statuses(k).values()
+                    )
+                    == 60
+                ),
+            )
             reasons = statuses(k)["job-00"]["candidates"][0]["reasons"]
             assert any("draining" in r for r in reasons), reasons
             with CapacityWatch(k, allocatable=4) as watch:
@@ -224,9 +253,13 @@ def test_draining_pool_is_emptied_of_a_service_without_dropping_below_two_ready(
                 nonlocal lowest
                 pods = k.pods(**{"tessera.dev/workload": "api"})
                 ready = sum(
-                    any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
-                    and not p["metadata"].get("deletionTimestamp") for p in pods
-                )  # fmt: skip
+                    any(
+                        c["type"] == "Ready" and c["status"] == "True"
+                        for c in p["status"].get("conditions", [])
+                    )
+                    and not p["metadata"].get("deletionTimestamp")
+                    for p in pods
+                )
                 lowest = min(lowest, ready, k.status("api").get("readyReplicas", 0))
                 pools = {
                     p["metadata"]["labels"]["tessera.dev/pool"]

@@ -45,8 +45,8 @@ def nodes_idx(body: kopf.Body, name: str, **_: Any) -> dict[str, Any]:
 
 @kopf.index("pods")
 def pods_idx(
-    body: kopf.Body, namespace: str, name: str, **_: Any
-) -> dict[tuple[str, str], Any] | None:
+    body: kopf.Body, namespace: str | None, name: str, **_: Any
+) -> dict[tuple[str | None, str], Any] | None:
     facts = pod_facts(body)
     if not facts.requests and not facts.workload:
         return None  # a pod with no devices and not ours changes nothing Tessera counts
@@ -61,7 +61,7 @@ def pools_idx(body: kopf.Body, name: str, **_: Any) -> dict[str, Any]:
 
 
 @kopf.index(api.GROUP, api.VERSION, "workloads")
-def workloads_idx(body: kopf.Body, namespace: str, name: str, **_: Any) -> dict[str, Any]:
+def workloads_idx(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[str, Any]:
     _touch()
     return {f"{namespace}/{name}": object_facts(body)}
 

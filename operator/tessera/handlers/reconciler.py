@@ -113,9 +113,14 @@ class Reconciler:
             )
             if facts.status.get("message") != message:
                 self.kube.patch_workload_status(
-                    facts.namespace or "", facts.name,
-                    {"message": message, "conditions": [cond], "observedGeneration": facts.generation},
-                )  # fmt: skip
+                    facts.namespace or "",
+                    facts.name,
+                    {
+                        "message": message,
+                        "conditions": [cond],
+                        "observedGeneration": facts.generation,
+                    },
+                )
                 self._event(facts, "Workload", "InvalidSpec", message, warning=True)
             return None
 
@@ -132,10 +137,13 @@ class Reconciler:
             excluded = tuple(e.get("pool", "") for e in facts.status.get("excludedPools") or [])
             pending.append(
                 placement.PendingWorkload(
-                    namespace=facts.namespace or "", name=facts.name, spec=spec,
-                    created_at=facts.created, excluded_pools=excluded,
+                    namespace=facts.namespace or "",
+                    name=facts.name,
+                    spec=spec,
+                    created_at=facts.created,
+                    excluded_pools=excluded,
                 )
-            )  # fmt: skip
+            )
         if not pending:
             return
         decisions = placement.plan(pending, world.snapshot(), now)
@@ -249,7 +257,8 @@ class Reconciler:
             return
         if self._fallback_due(spec, current, now):
             stuck = next(p for p in current.values() if p.unschedulable_since)
-            why = f"pods unschedulable for over {spec.placement.fallback_after_seconds}s: {stuck.unschedulable_message}"
+            limit = spec.placement.fallback_after_seconds
+            why = f"pods unschedulable for over {limit}s: {stuck.unschedulable_message}"
             self._withdraw(facts, placed, list(current.values()), why, now)
             return
         workload = api.Workload.model_validate(
@@ -285,12 +294,20 @@ class Reconciler:
         if spec.is_service and pool_spec.draining and not old and self._all_ready(current, spec):
             self._migrate(world, facts, spec, placed, now)
 
-    def _all_ready(self, current: Mapping[int | None, PodFacts], spec: api.WorkloadSpec) -> bool:
+    def _all_ready(self, current: Mapping[int, PodFacts], spec: api.WorkloadSpec) -> bool:
         return sum(1 for p in current.values() if p.ready and not p.deleting) == spec.replicas
 
-    def _reconcile_service(self, world: World, facts: ObjectFacts, workload: api.Workload, placed: Placed,
-                           pool_spec: api.AcceleratorPoolSpec, accelerator: api.ResolvedAccelerator,
-                           current: dict[int | None, PodFacts], old: list[PodFacts]) -> int:  # fmt: skip
+    def _reconcile_service(
+        self,
+        world: World,
+        facts: ObjectFacts,
+        workload: api.Workload,
+        placed: Placed,
+        pool_spec: api.AcceleratorPoolSpec,
+        accelerator: api.ResolvedAccelerator,
+        current: dict[int, PodFacts],
+        old: list[PodFacts],
+    ) -> int:
         """Keeps every replica running on the placed pool. While old pods run elsewhere (a
         migration), moves one replica at a time: the new pod Ready before the old is deleted."""
         spec = workload.spec
@@ -326,17 +343,21 @@ class Reconciler:
             if pod.ready:
                 for stale in old_by_replica.get(replica, []):
                     self.kube.delete_pod(stale.namespace, stale.name, stale.uid)
-                    self._event(facts, "Workload", "Migrated",
-                                f"replica {replica} moved from {stale.pool} to {placed.pool}")  # fmt: skip
+                    self._event(
+                        facts,
+                        "Workload",
+                        "Migrated",
+                        f"replica {replica} moved from {stale.pool} to {placed.pool}",
+                    )
         # Old pods for replicas beyond the desired count have nowhere to go.
-        for replica, stale_pods in old_by_replica.items():
-            if replica is None or replica >= spec.replicas:
+        for extra, stale_pods in old_by_replica.items():
+            if extra is None or extra >= spec.replicas:
                 for stale in stale_pods:
                     self.kube.delete_pod(stale.namespace, stale.name, stale.uid)
         return created
 
     def _fallback_due(
-        self, spec: api.WorkloadSpec, current: Mapping[int | None, PodFacts], now: datetime
+        self, spec: api.WorkloadSpec, current: Mapping[int, PodFacts], now: datetime
     ) -> bool:
         limit = spec.placement.fallback_after_seconds
         if limit <= 0:
@@ -363,14 +384,21 @@ class Reconciler:
         gen = facts.generation
         message = f"withdrawn from {placed.pool}: {why}"
         status = {
-            "phase": api.Phase.PENDING.value, "pool": None, "accelerator": None, "vendor": None,
-            "score": None, "assignments": [], "placedAt": None, "excludedPools": excluded,
-            "message": message, "observedGeneration": gen,
+            "phase": api.Phase.PENDING.value,
+            "pool": None,
+            "accelerator": None,
+            "vendor": None,
+            "score": None,
+            "assignments": [],
+            "placedAt": None,
+            "excludedPools": excluded,
+            "message": message,
+            "observedGeneration": gen,
             "conditions": [
                 condition("Placed", False, "FallbackTriggered", message, gen, conds, now),
                 condition("Ready", False, "NotPlaced", message, gen, conds, now),
             ],
-        }  # fmt: skip
+        }
         self.kube.patch_workload_status(ns, facts.name, status)
         self.recent.pop(f"{ns}/{facts.name}", None)
         metrics.FALLBACKS.labels(placed.pool).inc()
@@ -387,9 +415,8 @@ class Reconciler:
     ) -> None:
         """A service on a draining pool: choose the next best pool for the whole gang."""
         ns = facts.namespace or ""
-        excluded = tuple(e.get("pool", "") for e in facts.status.get("excludedPools") or []) + (
-            placed.pool,
-        )
+        previous = [e.get("pool", "") for e in facts.status.get("excludedPools") or []]
+        excluded = (*previous, placed.pool)
         pending = placement.PendingWorkload(
             namespace=ns,
             name=facts.name,
@@ -433,8 +460,16 @@ class Reconciler:
         )
         self._event(facts, "Workload", "Migrating", message)
 
-    def _write_lifecycle(self, facts: ObjectFacts, spec: api.WorkloadSpec, placed: Placed,
-                         current: Mapping[int | None, PodFacts], old: list[PodFacts], created: int, now: datetime) -> None:  # fmt: skip
+    def _write_lifecycle(
+        self,
+        facts: ObjectFacts,
+        spec: api.WorkloadSpec,
+        placed: Placed,
+        current: Mapping[int, PodFacts],
+        old: list[PodFacts],
+        created: int,
+        now: datetime,
+    ) -> None:
         """Phase, replica counts and conditions from the pods, written only when they change."""
         want = spec.replicas
         live = [p for p in current.values() if not p.deleting]
