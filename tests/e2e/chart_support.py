@@ -19,7 +19,6 @@ CHART = REPO / "charts" / "tessera"
 HERE = Path(__file__).resolve().parent
 # The Prometheus Operator's ServiceMonitor and PrometheusRule, for clusters without it.
 MONITORING_CRDS = HERE / "chart_fixtures" / "prometheus-operator-crds.yaml"
-KOPF_PEERING_CRD = CHART / "crds" / "clusterkopfpeerings.kopf.dev.yaml"
 TESSERA_CRDS = sorted((REPO / "crds").glob("*.yaml"))
 
 sys.path.insert(0, str(REPO / "hack"))

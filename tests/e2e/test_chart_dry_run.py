@@ -11,7 +11,6 @@ import pytest
 import yaml
 from chart_support import (
     ALL_FEATURES,
-    KOPF_PEERING_CRD,
     MONITORING_CRDS,
     REPO,
     crds_present,
@@ -28,7 +27,7 @@ from chart_support import (
 def ns(cluster: Any) -> Iterator[str]:
     """A namespace enforcing `restricted`, with the CRDs the optional objects need."""
     with (
-        crds_present(cluster, [KOPF_PEERING_CRD, MONITORING_CRDS]),
+        crds_present(cluster, [MONITORING_CRDS]),
         namespace(cluster, unique("tessera-dry-run")) as name,
     ):
         yield name
@@ -46,11 +45,7 @@ def _accepted(cluster: Any, docs: list[dict[str, Any]]) -> str:
     return proc.stderr
 
 
-@pytest.mark.parametrize(
-    "args",
-    [[], [*ALL_FEATURES, "--include-crds"]],
-    ids=["defaults", "every-feature"],
-)
+@pytest.mark.parametrize("args", [[], ALL_FEATURES], ids=["defaults", "every-feature"])
 def test_every_rendered_object_is_accepted(cluster: Any, ns: str, args: list[str]) -> None:
     docs = render(*args, namespace=ns)
     warnings = _accepted(cluster, docs)

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import yaml
 from chart_support import (
-    KOPF_PEERING_CRD,
     MONITORING_CRDS,
     REPO,
     TESSERA_CRDS,
@@ -32,7 +31,7 @@ from operator_harness import wait_for
 
 from tessera.k8s import required_rules
 
-RELEASE = "tessera-e2e"  # cluster-scoped names (ClusterRole, peering) start with this
+RELEASE = "tessera-e2e"  # cluster-scoped names (the ClusterRoles) start with this
 SYSTEM_NODES = "node-role\\.kubernetes\\.io/system="  # --set syntax: the system nodes' label
 
 # Values an admin would set on a cluster like the test fleet: the operator on system nodes.
@@ -203,15 +202,13 @@ def test_install_creates_the_objects_and_kwok_runs_the_operator(installed: Relea
     for path in TESSERA_CRDS:
         crd = installed.get("crd", crd_name(path), namespaced=False)
         assert crd and crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
-    # crds/ folder: kopf's peering CRD, there for a later switch to HA.
-    assert installed.get("crd", crd_name(KOPF_PEERING_CRD), namespaced=False)
 
     (pod,) = installed.running(1)
     node = installed.get("node", pod["spec"]["nodeName"], namespaced=False)
     assert node and "node-role.kubernetes.io/system" in node["metadata"]["labels"]
     assert pod["spec"]["serviceAccountName"] == RELEASE
     args = pod["spec"]["containers"][0]["args"]
-    assert "--log-format=text" in args and not any(a.startswith("--peering") for a in args)
+    assert "--log-format=text" in args and "--leader-elect" not in args
     deployment = installed.get("deployment", RELEASE)
     assert deployment and deployment["spec"]["strategy"]["type"] == "Recreate"
 
@@ -230,23 +227,36 @@ def test_the_namespace_enforces_restricted_and_admitted_the_pod(installed: Relea
     assert "PodSecurity" not in events
 
 
-def _rule_checks(peering: bool) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
-    """(allowed, denied) accesses from the code's rules: every verb of every rule, at cluster
-    scope and in one namespace; every other verb on the same resources must be denied."""
+def _triples(rules: list[dict[str, list[str]]]) -> set[tuple[str, str, str]]:
+    return {
+        (g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]
+        for v in rule["verbs"]
+    }  # fmt: skip
+
+
+def _rule_checks(release: Release, ha: bool) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """(allowed, denied) accesses from the code's rules (tessera.k8s.required_rules): every
+    verb of every rule, at cluster scope and in another namespace; every other verb on the
+    same resources denied. Leader election's rules hold in the release namespace only."""
+    single = _triples(required_rules(False))
+    election = _triples(required_rules(True)) - single
     allow: list[dict[str, str]] = []
     deny: list[dict[str, str]] = []
-    for rule in required_rules(peering=peering):
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                for verb in VERBS:
-                    target = allow if verb in rule["verbs"] else deny
-                    target.append(access(group, resource, verb))
-                    target.append(access(group, resource, verb, namespace="default"))
+    for group, resource in sorted({(g, r) for g, r, _ in single | election}):
+        for verb in VERBS:
+            if (group, resource, verb) in single:
+                allow += [access(group, resource, verb), access(group, resource, verb, "default")]
+            elif (group, resource, verb) in election:
+                here = access(group, resource, verb, release.namespace)
+                (allow if ha else deny).append(here)
+                deny += [access(group, resource, verb), access(group, resource, verb, "default")]
+            else:
+                deny += [access(group, resource, verb), access(group, resource, verb, "default")]
     return allow, deny
 
 
-def _check_rbac(release: Release, peering: bool) -> None:
-    allow, deny = _rule_checks(peering)
+def _check_rbac(release: Release, ha: bool) -> None:
+    allow, deny = _rule_checks(release, ha)
     checks = allow + deny + DENIED
     verdicts = dict(
         zip(map(repr, checks), allowed_as(release.cluster, release.account, checks), strict=True)
@@ -258,9 +268,7 @@ def _check_rbac(release: Release, peering: bool) -> None:
 
 
 def test_rbac_allows_every_call_the_code_makes_and_nothing_else(installed: Release) -> None:
-    _check_rbac(installed, peering=False)
-    peering_only = access("kopf.dev", "clusterkopfpeerings", "patch")
-    assert allowed_as(installed.cluster, installed.account, [peering_only]) == [False]
+    _check_rbac(installed, ha=False)
 
 
 def test_kubectl_auth_can_i_as_the_service_account(installed: Release) -> None:
@@ -284,6 +292,25 @@ def test_kubectl_auth_can_i_as_the_service_account(installed: Release) -> None:
     assert proc.returncode != 0 and "Forbidden" in proc.stderr
 
 
+def test_users_get_workloads_through_the_edit_role(installed: Release) -> None:
+    """The chart's user role, bound in one namespace, lets a user run Workloads there and
+    nowhere else, and never lets them change the fleet's pools."""
+    cluster, ns, user = installed.cluster, installed.namespace, unique("alice")
+    cluster.kubectl(
+        "create", "rolebinding", f"{user}-tessera", "-n", ns,
+        f"--clusterrole={RELEASE}-edit", f"--user={user}",
+    )  # fmt: skip
+    checks = [
+        access("tessera.dev", "workloads", "create", ns),
+        access("tessera.dev", "workloads", "delete", ns),
+        access("tessera.dev", "workloads", "create", "default"),
+        access("tessera.dev", "workloads/status", "patch", ns),
+        access("tessera.dev", "acceleratorpools", "create"),
+        access("tessera.dev", "acceleratorpools", "patch"),
+    ]
+    assert allowed_as(cluster, user, checks) == [True, True, False, False, False, False]
+
+
 # --- upgrade -------------------------------------------------------------------------------------
 
 
@@ -294,11 +321,14 @@ def test_upgrade_switches_on_ha_and_monitoring(upgraded: Release) -> None:
     pods = upgraded.running(2)
     for pod in pods:
         container = pod["spec"]["containers"][0]
-        assert f"--peering={RELEASE}" in container["args"]
+        assert "--leader-elect" in container["args"]
+        assert f"--lease-name={RELEASE}" in container["args"]
+        assert f"--lease-namespace={upgraded.namespace}" in container["args"]
         assert "--log-format=json" in container["args"]
         assert container["resources"]["limits"]["memory"] == "768Mi"
     assert len({p["spec"]["nodeName"] for p in pods}) == 2, "replicas spread over nodes"
-    assert upgraded.get("clusterkopfpeering", RELEASE, namespaced=False)
+    assert upgraded.get("role", f"{RELEASE}-leader-election")
+    assert upgraded.get("rolebinding", f"{RELEASE}-leader-election")
     assert upgraded.get("poddisruptionbudget", RELEASE)
     assert upgraded.get("servicemonitor", RELEASE)
     rule = upgraded.get("prometheusrule", RELEASE)
@@ -313,8 +343,8 @@ def test_upgrade_switches_on_ha_and_monitoring(upgraded: Release) -> None:
     assert deployment and deployment["spec"]["strategy"]["type"] == "RollingUpdate"
 
 
-def test_rbac_with_peering(upgraded: Release) -> None:
-    _check_rbac(upgraded, peering=True)
+def test_rbac_with_leader_election(upgraded: Release) -> None:
+    _check_rbac(upgraded, ha=True)
 
 
 def test_a_typo_in_values_fails_the_upgrade(upgraded: Release) -> None:
@@ -340,9 +370,9 @@ def test_uninstall_keeps_the_crds_and_the_users_objects(uninstalled: Release) ->
     )
     for kind, name in [("deployment", RELEASE), ("serviceaccount", RELEASE)]:
         assert uninstalled.get(kind, name) is None, f"{kind}/{name} left behind"
-    for kind in ("clusterrole", "clusterrolebinding", "clusterkopfpeering"):
+    for kind in ("clusterrole", "clusterrolebinding"):
         assert uninstalled.get(kind, RELEASE, namespaced=False) is None, f"{kind} left behind"
-    for path in [*TESSERA_CRDS, KOPF_PEERING_CRD]:
+    for path in TESSERA_CRDS:
         assert uninstalled.get("crd", crd_name(path), namespaced=False), f"{path.name} deleted"
 
 

@@ -38,7 +38,6 @@ ALL_FEATURES = [
     "--set", "operator.verbose=true",
     "--set", "operator.namespaces={ml,research}",
     "--set", "image.digest=sha256:" + "0" * 64,
-    "--include-crds",
 ]  # fmt: skip
 
 pytestmark = pytest.mark.skipif(
@@ -73,6 +72,11 @@ def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return found[0]
 
 
+def named(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    (found,) = [d for d in by_kind(docs)[kind] if d["metadata"]["name"] == name]
+    return found
+
+
 def rule_set(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
     """(group, resource, verb) triples, whatever the grouping of the rules."""
     return {
@@ -98,7 +102,7 @@ def test_chart_versions_follow_the_package() -> None:
     assert image == f"ghcr.io/tessera-dev/tessera:{chart['appVersion']}"
 
 
-@pytest.mark.parametrize("args", [[], ALL_FEATURES[:-1]], ids=["defaults", "every-feature"])
+@pytest.mark.parametrize("args", [[], ALL_FEATURES], ids=["defaults", "every-feature"])
 def test_helm_lint_strict(args: list[str]) -> None:
     proc = helm("lint", "--strict", str(CHART), *args)
     assert "0 chart(s) failed" in proc.stdout
@@ -128,7 +132,9 @@ def test_default_render_has_exactly_the_core_objects() -> None:
             "CustomResourceDefinition",
             "CustomResourceDefinition",
             "ServiceAccount",
-            "ClusterRole",
+            "ClusterRole",  # the operator's
+            "ClusterRole",  # users': -edit
+            "ClusterRole",  # users': -view
             "ClusterRoleBinding",
             "Service",
             "Deployment",
@@ -138,20 +144,14 @@ def test_default_render_has_exactly_the_core_objects() -> None:
 
 def test_every_feature_renders_its_objects() -> None:
     kinds = by_kind(render(*ALL_FEATURES))
-    for kind in ("ClusterKopfPeering", "PodDisruptionBudget", "ServiceMonitor", "PrometheusRule"):
+    for kind in ("Role", "RoleBinding", "PodDisruptionBudget", "ServiceMonitor", "PrometheusRule"):
         assert kind in kinds, kind
     crds = {c["metadata"]["name"] for c in kinds["CustomResourceDefinition"]}
-    assert crds == {
-        "acceleratorpools.tessera.dev",
-        "workloads.tessera.dev",
-        "clusterkopfpeerings.kopf.dev",
-    }
+    assert crds == {"acceleratorpools.tessera.dev", "workloads.tessera.dev"}
 
 
 def test_every_object_carries_the_standard_labels() -> None:
     for doc in render(*ALL_FEATURES):
-        if doc["metadata"]["name"] == "clusterkopfpeerings.kopf.dev":
-            continue  # from crds/: shared by every kopf operator, installed as written
         labels = doc["metadata"].get("labels", {})
         for key in (
             "app.kubernetes.io/name",
@@ -197,21 +197,24 @@ def test_without_ha_one_replica_never_overlaps_another() -> None:
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert not any(a.startswith("--peering") for a in args)
+    assert not any(a.startswith(("--leader-elect", "--lease")) for a in args)
     assert "--metrics-port=8080" in args and "--metrics-address=0.0.0.0" in args
 
 
-def test_ha_runs_peered_replicas_with_the_peering_object() -> None:
+def test_ha_runs_replicas_that_elect_a_leader_in_the_release_namespace() -> None:
     docs = render(*ALL_FEATURES, namespace="ops")
     deployment = one(docs, "Deployment")
     assert deployment["spec"]["replicas"] == 2
     assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    peering = one(docs, "ClusterKopfPeering")["metadata"]["name"]
-    assert f"--peering={peering}" in args
+    assert {"--leader-elect", "--lease-name=tessera", "--lease-namespace=ops"} <= set(args)
     assert "--namespace=ml" in args and "--namespace=research" in args and "--verbose" in args
     env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
-    assert {"name": "POD_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in env
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in env
+    for kind in ("Role", "RoleBinding"):
+        assert one(docs, kind)["metadata"]["namespace"] == "ops"
+    affinity = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert affinity["preferredDuringSchedulingIgnoredDuringExecution"]
     assert one(docs, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
     image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image == "ghcr.io/tessera-dev/tessera@sha256:" + "0" * 64
@@ -258,18 +261,56 @@ def test_generated_chart_templates_are_up_to_date() -> None:
     assert not extra, f"CRD templates without a source in crds/: {extra}"
 
 
-@pytest.mark.parametrize("peering", [False, True], ids=["standalone", "ha"])
-def test_clusterrole_is_exactly_what_the_code_uses(peering: bool) -> None:
+@pytest.mark.parametrize("ha", [False, True], ids=["single", "ha"])
+def test_operator_rbac_is_exactly_what_the_code_uses(ha: bool) -> None:
+    """The ClusterRole grants what tessera.k8s.required_rules() derives from the code for one
+    replica; with HA, a Role in the release namespace adds what leader election needs."""
     from tessera.k8s import required_rules
 
-    args = ["--set", "ha.enabled=true"] if peering else []
-    rules = one(render(*args), "ClusterRole")["rules"]
-    assert rule_set(rules) == rule_set(required_rules(peering=peering))
-    for group, resource, verb in rule_set(rules):
-        assert "*" not in (group, resource, verb), "no wildcards"
-        assert resource != "secrets", "the operator never reads secrets"
-    for rule in rules:
-        assert set(rule) == {"apiGroups", "resources", "verbs"}, "no resourceNames or URLs"
+    docs = render(*(["--set", "ha.enabled=true"] if ha else []), namespace="ops")
+    cluster_rules = named(docs, "ClusterRole", "tessera")["rules"]
+    assert rule_set(cluster_rules) == rule_set(required_rules(False))
+    roles = by_kind(docs).get("Role", [])
+    election = rule_set(required_rules(True)) - rule_set(required_rules(False))
+    if ha:
+        (role,) = roles
+        assert role["metadata"]["namespace"] == "ops"
+        assert rule_set(role["rules"]) == election
+        assert rule_set(cluster_rules) | rule_set(role["rules"]) == rule_set(required_rules(True))
+    else:
+        assert not roles
+    for rules in [cluster_rules, *(r["rules"] for r in roles)]:
+        for group, resource, verb in rule_set(rules):
+            assert "*" not in (group, resource, verb), "no wildcards"
+            assert resource != "secrets", "the operator never reads secrets"
+        for rule in rules:
+            assert set(rule) == {"apiGroups", "resources", "verbs"}, "no resourceNames or URLs"
+
+
+def test_user_roles_grant_workloads_and_aggregate_into_the_default_roles() -> None:
+    docs = render()
+    edit, view = (named(docs, "ClusterRole", f"tessera-{r}") for r in ("edit", "view"))
+    labels = edit["metadata"]["labels"]
+    assert labels["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    assert labels["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert ("tessera.dev", "workloads", "create") in rule_set(edit["rules"])
+    assert {r for _, r, _ in rule_set(edit["rules"]) | rule_set(view["rules"])} <= {
+        "workloads",
+        "workloads/status",
+        "acceleratorpools",
+    }
+    writes = {"create", "update", "patch", "delete", "deletecollection"}
+    for _, resource, verb in rule_set(edit["rules"]) | rule_set(view["rules"]):
+        assert resource == "workloads" or verb not in writes, (resource, verb)
+    assert all(v in {"get", "list", "watch"} for _, _, v in rule_set(view["rules"]))
+    unbound = render("--set", "rbac.aggregateToDefaultRoles=false")
+    assert not any(
+        k.startswith("rbac.authorization.k8s.io/aggregate")
+        for k in named(unbound, "ClusterRole", "tessera-edit")["metadata"]["labels"]
+    )
+    roles = by_kind(render("--set", "rbac.userRoles=false"))["ClusterRole"]
+    assert [r["metadata"]["name"] for r in roles] == ["tessera"]
 
 
 def test_deploy_manifests_are_the_rendered_chart() -> None:
@@ -460,17 +501,21 @@ def test_argocd_application_installs_the_chart_and_the_pools() -> None:
 
 def test_flux_helmrelease_installs_the_chart_and_the_pools() -> None:
     root = REPO / "examples" / "gitops" / "flux"
-    docs = [d for p in sorted(root.glob("*.yaml")) for d in _yaml_docs(p)]
+    docs = [d for p in sorted(root.rglob("*.yaml")) for d in _yaml_docs(p)]
     kinds = by_kind(docs)
     (release,) = kinds["HelmRelease"]
     chart = release["spec"]["chart"]["spec"]
     assert (REPO / chart["chart"] / "Chart.yaml").exists()
     assert chart["sourceRef"]["kind"] in {"GitRepository", "HelmRepository"}
-    assert release["spec"]["install"]["crds"] == "CreateReplace"
-    assert release["spec"]["upgrade"]["crds"] == "CreateReplace"
     render_with_values(release["spec"]["values"], release["spec"]["targetNamespace"])
-    kustomizations = {k["metadata"]["name"]: k for k in kinds["Kustomization"]}
-    pools = kustomizations["tessera-pools"]
+    flux = {
+        k["metadata"]["name"]: k
+        for k in kinds["Kustomization"]
+        if k["apiVersion"].startswith("kustomize.toolkit.fluxcd.io/")
+    }
+    assert (REPO / flux["tessera"]["spec"]["path"] / "helmrelease.yaml").exists()
+    assert flux["tessera"]["spec"]["wait"] is True
+    pools = flux["tessera-pools"]
     assert (REPO / pools["spec"]["path"]).is_dir()
     assert {"name": "tessera"} in pools["spec"]["dependsOn"]
 

@@ -55,8 +55,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
-{{- define "tessera.peeringName" -}}
-{{- default (include "tessera.fullname" .) .Values.ha.peeringName }}
+{{- define "tessera.leaseName" -}}
+{{- default (include "tessera.fullname" .) .Values.ha.leaseName }}
 {{- end }}
 
 {{- define "tessera.metricsServiceName" -}}
