@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import socket
 import sys
 from collections.abc import Sequence
 
@@ -16,6 +18,7 @@ def _run(args: argparse.Namespace) -> int:
     import kopf
 
     from tessera import handlers, metrics
+    from tessera.handlers.leadership import Leader
     from tessera.handlers.reconciler import Reconciler
     from tessera.k8s import Kube
 
@@ -53,14 +56,21 @@ def _run(args: argparse.Namespace) -> int:
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 4
     settings.watching.server_timeout = 300
-    memo = kopf.Memo(reconciler=Reconciler(kube))
+    memo = kopf.Memo(reconciler=Reconciler(kube), leader=None)
+    if args.leader_elect:
+        identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+        memo.leader = Leader(kube, args.lease_namespace, args.lease_name, identity)
+        log.info(
+            "leader election on lease %s/%s as %s", args.lease_namespace, args.lease_name, identity
+        )
     _ = handlers  # importing registers the indexes and the loop with kopf
     try:
         kopf.run(
             clusterwide=not args.namespace,
             namespaces=args.namespace or (),
-            standalone=args.peering is None,
-            peering_name=args.peering,
+            # Replicas coordinate through the Lease, not kopf peering: every replica keeps
+            # its watches (a warm standby), only the Lease holder places and writes.
+            standalone=True,
             settings=settings,
             memo=memo,
         )
@@ -124,9 +134,15 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-address", default="0.0.0.0", help="address to serve metrics on")
     run.add_argument("--log-format", choices=["text", "json"], default="text")
     run.add_argument(
-        "--peering",
-        metavar="NAME",
-        help="kopf peering object for failover between replicas (default: standalone)",
+        "--leader-elect",
+        action="store_true",
+        help="run as one of several replicas: only the holder of a Lease places workloads",
+    )
+    run.add_argument("--lease-name", default="tessera-operator", help="Lease for --leader-elect")
+    run.add_argument(
+        "--lease-namespace",
+        default=os.environ.get("POD_NAMESPACE", "default"),
+        help="namespace of the Lease (default: $POD_NAMESPACE or default)",
     )
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     run.set_defaults(func=_run)

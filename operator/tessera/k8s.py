@@ -35,14 +35,18 @@ class Access:
 
 # Every permission the code below uses, registered by the @uses decorator where the call is
 # made, so the chart's ClusterRole can be checked against the code rather than a hand list.
+# Calls only leader election makes are kept apart: a single replica does not need them.
 _CALLS: set[Access] = set()
+_LEADER_CALLS: set[Access] = set()
 
 
-def uses(group: str, resource: str, *verbs: str) -> Callable[[F], F]:
+def uses(group: str, resource: str, *verbs: str, leader_election: bool = False) -> Callable[[F], F]:
     """Declares the permissions a function's API calls need."""
 
     def register(fn: F) -> F:
-        _CALLS.update(Access(group, resource, v) for v in verbs)
+        (_LEADER_CALLS if leader_election else _CALLS).update(
+            Access(group, resource, v) for v in verbs
+        )
         return fn
 
     return register
@@ -54,23 +58,23 @@ def watched(resources: Iterable[tuple[str, str]]) -> set[Access]:
 
 
 # kopf's own needs, beyond the resources it watches: it posts events about the objects it
-# handles and, with peering, keeps its peering object up to date.
+# handles and discovers resources through the CRDs.
 KOPF_BASE = {
     Access("", "events", "create"),
     Access("events.k8s.io", "events", "create"),
     Access("apiextensions.k8s.io", "customresourcedefinitions", "list"),
     Access("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
 }
-KOPF_PEERING = {
-    Access("kopf.dev", "clusterkopfpeerings", v) for v in ("get", "list", "watch", "patch")
-}
 
 
-def required_rules(peering: bool = False) -> list[dict[str, list[str]]]:
-    """The ClusterRole rules the operator needs: calls registered here plus kopf's watches."""
+def required_rules(leader_election: bool = False) -> list[dict[str, list[str]]]:
+    """The ClusterRole rules the operator needs: calls registered here plus kopf's watches
+    (and, with leader election for a standby replica, the Lease calls)."""
     from tessera.handlers import WATCHED  # the kopf shell declares what it watches
 
-    needed = set(_CALLS) | watched(WATCHED) | KOPF_BASE | (KOPF_PEERING if peering else set())
+    needed = set(_CALLS) | watched(WATCHED) | KOPF_BASE
+    if leader_election:
+        needed |= _LEADER_CALLS
     grouped: dict[tuple[str, str], set[str]] = {}
     for access in needed:
         grouped.setdefault((access.group, access.resource), set()).add(access.verb)
@@ -275,3 +279,30 @@ class Kube:
             "count": 1,
         }
         self.request("POST", f"/api/v1/namespaces/{namespace}/events", event)
+
+    # --- leases (leader election between replicas) ------------------------------------------
+
+    @uses("coordination.k8s.io", "leases", "get", leader_election=True)
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.request(
+            "GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        )
+
+    @uses("coordination.k8s.io", "leases", "create", leader_election=True)
+    def create_lease(self, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+        return self.request(
+            "POST", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", body
+        )
+
+    @uses("coordination.k8s.io", "leases", "update", leader_election=True)
+    def replace_lease(self, lease: dict[str, Any]) -> dict[str, Any]:
+        """PUT with the read resourceVersion: fails with Conflict if another replica wrote first."""
+        meta = lease["metadata"]
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{meta['namespace']}/leases/{meta['name']}"
+        return self.request("PUT", path, lease)

@@ -43,16 +43,16 @@ def free_port() -> int:
 class Operator:
     """A `tessera run` process; restartable and killable like a real pod."""
 
-    def __init__(self, kubeconfig: Path, log_dir: Path) -> None:
-        self.kubeconfig, self.log_dir = kubeconfig, log_dir
+    def __init__(self, kubeconfig: Path, log_dir: Path, *args: str, name: str = "operator") -> None:
+        self.kubeconfig, self.log_dir, self.args, self.name = kubeconfig, log_dir, args, name
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def start(self) -> None:
         self.starts += 1
-        log = (self.log_dir / f"operator-{self.starts}.log").open("wb")
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        log = (self.log_dir / f"{self.name}-{self.starts}.log").open("wb")
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "POD_NAME": self.name}
         self.proc = subprocess.Popen(
             [
                 str(TESSERA),
@@ -63,6 +63,7 @@ class Operator:
                 "127.0.0.1",
                 "--metrics-port",
                 str(self.port),
+                *self.args,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -95,7 +96,7 @@ class Operator:
                 self.proc.kill()
 
     def log(self) -> str:
-        return (self.log_dir / f"operator-{self.starts}.log").read_text(errors="replace")
+        return (self.log_dir / f"{self.name}-{self.starts}.log").read_text(errors="replace")
 
 
 def metric_value(text: str, name: str, **labels: str) -> float | None:
@@ -222,3 +223,52 @@ def namespace(cluster: Any, prefix: str = "e2e") -> Iterator[Kubectl]:
         yield Kubectl(cluster, name)
     finally:
         cluster.kubectl("delete", "namespace", name, "--timeout=90s", check=False)
+
+
+RESOURCE = "example.com/burst"
+
+
+def make_pool(
+    k: Kubectl, name: str, nodes: int, devices: int, preference: int = 0, draining: bool = False
+) -> None:
+    """`nodes` kwok nodes with `devices` each of a test-only resource, and a pool over them."""
+    group = {
+        "name": name,
+        "count": nodes,
+        "labels": {"example.com/test-pool": name},
+        "capacity": {RESOURCE: str(devices), "cpu": "64", "memory": "256Gi", "pods": "110"},
+    }
+    pool = {
+        "apiVersion": "tessera.dev/v1alpha1",
+        "kind": "AcceleratorPool",
+        "metadata": {"name": name},
+        "spec": {
+            "accelerator": {
+                "vendor": "other",
+                "model": "B1",
+                "resourceName": RESOURCE,
+                "memoryGiB": 64,
+                "peakTFLOPS": {"bf16": 500},
+            },
+            "nodeSelector": {"matchLabels": {"example.com/test-pool": name}},
+            "preference": preference,
+            "draining": draining,
+        },
+    }
+    k.apply(*_fleet().node_manifests([group]), pool)
+
+
+def drop_pool(k: Kubectl, name: str, nodes: int) -> None:
+    k("delete", "acp", name, "--wait=false", check=False)
+    k("delete", "node", *[f"{name}-{i}" for i in range(nodes)], "--wait=false", check=False)
+
+
+def set_draining(k: Kubectl, pool: str, draining: bool) -> None:
+    k("patch", "acp", pool, "--type=merge", "-p", json.dumps({"spec": {"draining": draining}}))
+
+
+def _fleet() -> Any:
+    sys.path.insert(0, str(REPO / "hack"))
+    import fleet
+
+    return fleet

@@ -3,8 +3,6 @@ drained under a running service. Each test brings its own kwok nodes and pools."
 
 from __future__ import annotations
 
-import json
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -12,12 +10,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from operator_harness import REPO, Kubectl, Operator, namespace, wait_for, workload
-
-sys.path.insert(0, str(REPO / "hack"))
-import fleet as fleet_mod
-
-RESOURCE = "example.com/burst"
+from operator_harness import (
+    REPO,
+    RESOURCE,
+    Kubectl,
+    Operator,
+    drop_pool,
+    make_pool,
+    namespace,
+    set_draining,
+    wait_for,
+    workload,
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,45 +43,6 @@ def operator(installed: Any, tmp_path: Any) -> Iterator[Operator]:
     op.start()
     yield op
     op.stop()
-
-
-def make_pool(
-    k: Kubectl, name: str, nodes: int, devices: int, preference: int = 0, draining: bool = False
-) -> None:
-    """`nodes` kwok nodes with `devices` each of a test-only resource, and a pool over them."""
-    group = {
-        "name": name,
-        "count": nodes,
-        "labels": {"example.com/test-pool": name},
-        "capacity": {RESOURCE: str(devices), "cpu": "64", "memory": "256Gi", "pods": "110"},
-    }
-    pool = {
-        "apiVersion": "tessera.dev/v1alpha1",
-        "kind": "AcceleratorPool",
-        "metadata": {"name": name},
-        "spec": {
-            "accelerator": {
-                "vendor": "other",
-                "model": "B1",
-                "resourceName": RESOURCE,
-                "memoryGiB": 64,
-                "peakTFLOPS": {"bf16": 500},
-            },
-            "nodeSelector": {"matchLabels": {"example.com/test-pool": name}},
-            "preference": preference,
-            "draining": draining,
-        },
-    }
-    k.apply(*fleet_mod.node_manifests([group]), pool)
-
-
-def drop_pool(k: Kubectl, name: str, nodes: int) -> None:
-    k("delete", "acp", name, "--wait=false", check=False)
-    k("delete", "node", *[f"{name}-{i}" for i in range(nodes)], "--wait=false", check=False)
-
-
-def set_draining(k: Kubectl, pool: str, draining: bool) -> None:
-    k("patch", "acp", pool, "--type=merge", "-p", json.dumps({"spec": {"draining": draining}}))
 
 
 class CapacityWatch:

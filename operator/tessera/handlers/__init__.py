@@ -12,6 +12,7 @@ from typing import Any
 import kopf
 
 from tessera import api
+from tessera.handlers.leadership import Leader
 from tessera.handlers.reconciler import Reconciler
 from tessera.world import World, node_facts, object_facts, pod_facts
 
@@ -93,14 +94,25 @@ def _copy_world(indices: dict[str, Any]) -> World:
     )
 
 
-async def run_loop(reconciler: Reconciler, indices: dict[str, Any], stop: asyncio.Event) -> None:
-    """The serialized loop: wait for a change (or INTERVAL), copy the world, run one cycle."""
+async def run_loop(
+    reconciler: Reconciler, indices: dict[str, Any], stop: asyncio.Event, leader: Leader | None
+) -> None:
+    """The serialized loop: wait for a change (or INTERVAL), copy the world, run one cycle.
+    With a leader election, only the replica holding the Lease runs cycles."""
     await asyncio.to_thread(_indexed.wait)
     log.info("indexes populated; placement loop running every %.0fs or on change", INTERVAL)
     while not stop.is_set():
         await asyncio.to_thread(_changed.wait, INTERVAL)
         await asyncio.sleep(SETTLE)
         _changed.clear()
+        if leader is not None:
+            try:
+                leading = await asyncio.to_thread(leader.hold, datetime.now(UTC))
+            except Exception as err:
+                log.warning("leader election failed: %s", err)
+                leading = False
+            if not leading:
+                continue  # standing by, indexes warm
         world = _copy_world(indices)
         try:
             await asyncio.to_thread(reconciler.cycle, world, datetime.now(UTC))
@@ -117,7 +129,9 @@ async def start_loop(memo: kopf.Memo, logger: kopf.Logger, **kwargs: Any) -> Non
         for name in ("nodes_idx", "pods_idx", "pools_idx", "workloads_idx", "namespaces_idx")
     }
     memo.stop_loop = asyncio.Event()
-    memo.loop_task = asyncio.create_task(run_loop(memo.reconciler, indices, memo.stop_loop))
+    memo.loop_task = asyncio.create_task(
+        run_loop(memo.reconciler, indices, memo.stop_loop, memo.get("leader"))
+    )
 
 
 @kopf.on.cleanup()
@@ -126,3 +140,5 @@ async def stop_loop(memo: kopf.Memo, **_: Any) -> None:
         memo.stop_loop.set()
         _changed.set()
         memo.loop_task.cancel()
+    if memo.get("leader") is not None:
+        await asyncio.to_thread(memo.leader.release)
