@@ -78,6 +78,14 @@ def ensure_binaries() -> dict[str, Path]:
     return bins
 
 
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -145,6 +153,8 @@ class Cluster:
                 continue
             except PermissionError:
                 pass
+            if _zombie(pid):  # exited, but nobody reaped it (PID 1 in some sandboxes)
+                continue
             alive.append(name)
         return alive
 

@@ -33,10 +33,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"tessera: {err}", file=sys.stderr)
         return 2
     log.info("tessera %s connected to Kubernetes %s", __version__, version)
+    reconciler = Reconciler(kube)
+    health = metrics.Health(kube.version, lambda: reconciler.heartbeat)
     try:
-        server = metrics.serve(
-            args.metrics_address, args.metrics_port, metrics.Health(kube.version)
-        )
+        server = metrics.serve(args.metrics_address, args.metrics_port, health)
     except OSError as err:
         print(
             f"tessera: cannot serve metrics on {args.metrics_address}:{args.metrics_port}: "
@@ -56,7 +56,7 @@ def _run(args: argparse.Namespace) -> int:
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 4
     settings.watching.server_timeout = 300
-    memo = kopf.Memo(reconciler=Reconciler(kube), leader=None)
+    memo = kopf.Memo(reconciler=reconciler, leader=None)
     if args.leader_elect:
         identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
         memo.leader = Leader(kube, args.lease_namespace, args.lease_name, identity)

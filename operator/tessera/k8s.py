@@ -127,6 +127,22 @@ class Kube:
     def api_client(self) -> client.ApiClient:
         return self._api
 
+    def connection(self) -> dict[str, Any]:
+        """Server and credentials of this client, for kopf's login: kopf then talks to the same
+        cluster as identity `--kubeconfig`/`--context` chose, not whatever KUBECONFIG says."""
+        cfg = self._api.configuration
+        token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
+        if token and token.lower().startswith("bearer "):
+            token = token[7:]
+        return {
+            "server": cfg.host,
+            "ca_path": cfg.ssl_ca_cert,
+            "insecure": not cfg.verify_ssl,
+            "token": token,
+            "certificate_path": cfg.cert_file,
+            "private_key_path": cfg.key_file,
+        }
+
     def request(
         self,
         method: str,

@@ -90,10 +90,18 @@ def forget_pool(pool: str) -> None:
 
 
 class Health:
-    """Whether the API server answered recently; checked at most every few seconds."""
+    """Healthy when the API server answered recently and the loop is going round (after a
+    grace period for kopf's login and first listing); checked at most every few seconds."""
 
-    def __init__(self, probe: Callable[[], object], ttl: float = 5.0) -> None:
-        self._probe, self._ttl = probe, ttl
+    def __init__(
+        self,
+        probe: Callable[[], object],
+        heartbeat: Callable[[], float | None] = lambda: None,
+        ttl: float = 5.0,
+        stall: float = 60.0,
+    ) -> None:
+        self._probe, self._heartbeat, self._ttl, self._stall = probe, heartbeat, ttl, stall
+        self._started = time.monotonic()
         self._checked, self._ok, self._error = 0.0, False, "not checked yet"
         self._lock = threading.Lock()
 
@@ -106,6 +114,10 @@ class Health:
                 except Exception as err:
                     self._ok, self._error = False, f"API server unreachable: {err}"
                 self._checked = time.monotonic()
+            beat = self._heartbeat()
+            last = beat if beat is not None else self._started
+            if self._ok and time.monotonic() - last > self._stall:
+                return False, f"placement loop has not run for {time.monotonic() - last:.0f}s"
             return self._ok, self._error
 
 

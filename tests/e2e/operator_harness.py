@@ -52,7 +52,7 @@ class Operator:
     def start(self) -> None:
         self.starts += 1
         log = (self.log_dir / f"{self.name}-{self.starts}.log").open("wb")
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "POD_NAME": self.name}
+        env = {**{k: v for k, v in os.environ.items() if k != "KUBECONFIG"}, "POD_NAME": self.name}
         self.proc = subprocess.Popen(
             [
                 str(TESSERA),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -105,6 +106,7 @@ async def run_loop(
         await asyncio.to_thread(_changed.wait, INTERVAL)
         await asyncio.sleep(SETTLE)
         _changed.clear()
+        reconciler.heartbeat = time.monotonic()
         if leader is not None:
             try:
                 leading = await asyncio.to_thread(leader.hold, datetime.now(UTC))
@@ -119,6 +121,12 @@ async def run_loop(
         except Exception:
             log.exception("reconcile cycle failed; retrying")
             await asyncio.sleep(INTERVAL)
+
+
+@kopf.on.login()
+def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
+    """kopf uses the connection the CLI resolved (--kubeconfig, --context or in-cluster)."""
+    return kopf.ConnectionInfo(**memo.reconciler.kube.connection())
 
 
 @kopf.on.startup()

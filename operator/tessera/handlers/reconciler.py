@@ -35,6 +35,7 @@ class Reconciler:
         self.kube = kube
         self.recent: dict[str, tuple[str, Placed]] = {}  # key -> (workload uid, placement)
         self.said: dict[str, str] = {}  # last event message per object, to avoid repeating
+        self.heartbeat: float | None = None  # monotonic time the loop last went round
 
     # --- one cycle ------------------------------------------------------------------------
 
