@@ -301,3 +301,69 @@ def test_pool_degraded_and_overlap_are_reported(operator: Operator, installed: A
     finally:
         installed.kubectl("delete", "acp", "probe-a", "probe-b", "--wait=false", check=False)
         installed.kubectl("delete", "node", "probe-0", "probe-1", "--wait=false", check=False)
+
+
+def test_spec_changes_replan_a_waiting_workload_and_leave_a_placed_one_alone(ns: Kubectl) -> None:
+    # Waiting: nothing satisfies fp4 on an A100; widening the choice re-plans it at once.
+    ns.apply(workload("picky", count=1, precision="fp8", models=["A100-SXM4-80GB"]))
+    waiting = wait_for("picky waiting", lambda: (s := ns.status("picky")).get("candidates") and s)
+    assert waiting.get("pool") is None
+    assert any("fp8" in r for c in waiting["candidates"] for r in c["reasons"])
+    ns("patch", "awl", "picky", "-n", ns.ns, "--type=merge", "-p",
+       '{"spec":{"accelerator":{"models":["A100-SXM4-80GB","H100-SXM5-80GB"]}}}')  # fmt: skip
+    assert placed(ns, "picky")["pool"] == "h100"
+    # Placed: a change that does not touch placement (the objective) moves nothing.
+    pods = {p["metadata"]["uid"] for p in ns.pods(**{"tessera.dev/workload": "picky"})}
+    ns("patch", "awl", "picky", "-n", ns.ns, "--type=merge", "-p", '{"spec":{"objective":"cost"}}')
+    generation = ns.awl("picky")["metadata"]["generation"]
+    wait_for(
+        "observedGeneration", lambda: ns.status("picky").get("observedGeneration") == generation
+    )
+    assert ns.status("picky")["pool"] == "h100"
+    assert {p["metadata"]["uid"] for p in ns.pods(**{"tessera.dev/workload": "picky"})} == pods
+
+
+def test_model_conflict_between_spec_and_labels_is_a_condition(
+    operator: Operator, installed: Any
+) -> None:
+    k = Kubectl(installed, "default")
+    pool = {
+        "apiVersion": "tessera.dev/v1alpha1",
+        "kind": "AcceleratorPool",
+        "metadata": {"name": "conflicted"},
+        "spec": {
+            "accelerator": {"vendor": "nvidia", "model": "H100-SXM5-80GB"},
+            "nodeSelector": {"matchLabels": {"example.com/mislabelled": "yes"}},
+        },
+    }
+    # Its own node, labelled by GKE as an L4 while the pool claims H100s.
+    group = {
+        "name": "mislabelled",
+        "count": 1,
+        "labels": {
+            "cloud.google.com/gke-accelerator": "nvidia-l4",
+            "example.com/mislabelled": "yes",
+        },
+        "capacity": {"nvidia.com/gpu": "1", "cpu": "8", "memory": "32Gi", "pods": "110"},
+    }
+    k.apply(*fleet_mod.node_manifests([group]), pool)
+    try:
+
+        def resolved() -> Any:
+            conds = (k.get("acp", "conflicted", cluster_scoped=True).get("status") or {}).get(
+                "conditions", []
+            )
+            return next((c for c in conds if c["type"] == "AcceleratorResolved"), None)
+
+        cond = wait_for("AcceleratorResolved", resolved)
+        assert cond["status"] == "False" and cond["reason"] == "ModelConflict"
+        assert "H100-SXM5-80GB" in cond["message"] and "L4" in cond["message"]
+        ready = next(
+            c
+            for c in k.get("acp", "conflicted", cluster_scoped=True)["status"]["conditions"]
+            if c["type"] == "Ready"
+        )
+        assert ready["status"] == "False"
+    finally:
+        k("delete", "acp", "conflicted", "--wait=false", check=False)
+        k("delete", "node", "mislabelled-0", "--wait=false", check=False)
