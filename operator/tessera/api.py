@@ -774,6 +774,11 @@ class ScoreBreakdown(_Model):
     energy: float = _field("Normalised frugality per unit of work (1 = least energy).", 0.0)
     preference: float = _field("Admin preference contribution.", 0.0)
     throughput: float = _field("Estimated throughput per device the terms were made from.", 0.0)
+    contention: float = _field(
+        "Points subtracted because other pending work values this pool's free devices more "
+        "(their shadow price); 0 when the pool is not contended.",
+        0.0,
+    )
 
 
 class Candidate(_Model):

@@ -184,3 +184,22 @@ def test_table_renders_every_candidate() -> None:
     assert lines[3].startswith("a100-40") and lines[3].endswith(
         "40 GiB per device < 80 GiB required"
     )
+
+
+def test_more_capacity_lets_an_older_workload_upgrade_and_the_queue_decides() -> None:
+    """The anomaly that makes a literal "more capacity never makes anyone wait" impossible
+    for a planner that gives each workload the best pool with room (see the properties)."""
+    l4 = pool("l4", 4, 8, free=[0, 0, 0, 5])
+    queue = [
+        workload("gang", replicas=2, objective="performance", age=60),
+        workload("w1", objective="performance", age=50),
+        workload("w2", count=4, objective="performance", age=40),
+        workload("w3", objective="performance", age=30),
+        workload("w4", objective="performance", age=20),
+        workload("big-memory", minMemoryGiB=80, objective="performance", age=10),
+    ]
+    before = by_name(plan(queue, snapshot(l4, pool("h100", 2, 8, free=[0, 6])), NOW))
+    assert before["w2"].pool == "l4" and before["big-memory"].pool == "h100"
+    after = by_name(plan(queue, snapshot(l4, pool("h100", 3, 8, free=[0, 6, 1])), NOW))
+    assert after["w2"].pool == "h100"  # the extra device let it have the faster pool...
+    assert not after["big-memory"].placed  # ...which took the room the H100-only job had

@@ -2,10 +2,10 @@
 planning cycle and its explanations. Imports tessera.api and tessera.catalog only: no kopf,
 kubernetes or prometheus_client, no clocks, randomness, environment or I/O."""
 
+from tessera.placement.cycle import Decision, plan
 from tessera.placement.explain import MAX_CANDIDATES, table
 from tessera.placement.feasibility import reasons, satisfies
 from tessera.placement.fit import NodeFit, earliest_fit
-from tessera.placement.plan import Decision, plan
 from tessera.placement.scoring import OBJECTIVE_WEIGHTS, Scored, score, throughputs, weights_for
 from tessera.placement.snapshot import (
     NodeState,

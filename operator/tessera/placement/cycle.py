@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from tessera import api
 from tessera.placement import explain
+from tessera.placement.contention import Demand, shadow_prices
 from tessera.placement.feasibility import capacity_reason, static_reasons
 from tessera.placement.fit import NodeFit, earliest_fit
 from tessera.placement.scoring import Scored, score
@@ -56,6 +57,16 @@ class Decision(api._Model):
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Ranked:
+    """A feasible pool for one kind of workload, with its contention this cycle."""
+
+    scored: Scored
+    contention: float  # points: devices x the pool's shadow price x 100
+    score: float  # the objective's score less the contention
+    breakdown: api.ScoreBreakdown
+
+
 @dataclass(slots=True)
 class _Static:
     """What does not change while the cycle runs, for one kind of workload."""
@@ -63,6 +74,29 @@ class _Static:
     scored: list[Scored]
     infeasible: list[api.Candidate]
     best_throughput: float
+    shape: tuple[int, int]  # replicas, devices per pod
+    count: int = 0  # workloads of this kind the first pass placed
+    quota: dict[str, int] = field(default_factory=dict)  # the auction's share per pool
+    ranked: dict[bool, list[_Ranked]] = field(default_factory=dict)  # by: contention priced
+
+    def rank(self, devices: int, prices: dict[str, float]) -> list[_Ranked]:
+        """Feasible pools by score less contention, best first; equal to a hundredth of a
+        point, the better objective score first (the marginal workload is indifferent, and
+        the oldest should not get the slower pool), then the pool name."""
+        key = bool(prices)
+        if key not in self.ranked:
+            rows = []
+            for s in self.scored:
+                contention = round(100.0 * devices * prices.get(s.pool.name, 0.0), 4)
+                breakdown = (
+                    s.breakdown.model_copy(update={"contention": contention})
+                    if contention
+                    else s.breakdown
+                )
+                rows.append(_Ranked(s, contention, round(s.total - contention, 4), breakdown))
+            rows.sort(key=lambda r: (-round(r.score, 2), -r.scored.total, r.scored.pool.name))
+            self.ranked[key] = rows
+        return self.ranked[key]
 
 
 @dataclass(slots=True)
@@ -134,14 +168,12 @@ def _static(w: PendingWorkload, pools: Sequence[_Pool], snapshot: Snapshot) -> _
     scored = score(w.spec, feasible)
     infeasible.sort(key=lambda t: (t[0], t[1]))
     best = max((s.throughput for s in scored), default=0.0)
-    return _Static(scored, [row for _, _, row in infeasible], best)
+    shape = (w.spec.replicas, w.spec.accelerator.count)
+    return _Static(scored, [row for _, _, row in infeasible], best, shape)
 
 
-def plan(pending: Sequence[PendingWorkload], snapshot: Snapshot, now: datetime) -> list[Decision]:
-    """Decide placements for the pending workloads over one snapshot, in priority then age
-    order (ties by namespace and name); each placement is folded into the snapshot before the
-    next workload is considered. Returns one decision per workload, in that order."""
-    pools = [
+def _pools(snapshot: Snapshot, now: datetime) -> list[_Pool]:
+    return [
         _Pool(
             view=PoolView.of(p),
             fit=NodeFit((n.name, n.free) for n in p.nodes if n.ready),
@@ -154,50 +186,127 @@ def plan(pending: Sequence[PendingWorkload], snapshot: Snapshot, now: datetime) 
         )
         for p in sorted(snapshot.pools, key=lambda p: p.name)
     ]
-    by_name = {p.view.name: p for p in pools}
+
+
+def plan(pending: Sequence[PendingWorkload], snapshot: Snapshot, now: datetime) -> list[Decision]:
+    """Decide placements for the pending workloads over one snapshot, in priority then age
+    order (ties by namespace and name); each placement is folded into the snapshot before the
+    next workload is considered. Returns one decision per workload, in that order.
+
+    Who is placed is decided by a pass on the objective's score alone. Where they go is then
+    improved: an auction among the workloads so placed prices each pool's free devices (see
+    contention), and a second pass takes, for each workload, the pools the auction gave its
+    kind first (the objective's best of them to the oldest), then the rest by score less
+    contention. The second pass is kept only if it places exactly the same workloads, so
+    contention moves workloads between pools but never changes who runs."""
+    pools = _pools(snapshot, now)
     statics: dict[tuple[object, ...], _Static] = {}
-    decisions = []
+    queue = []
     for w in sorted(pending, key=_order_key):
         sig = _signature(w)
         st = statics.get(sig)
         if st is None:
             st = statics[sig] = _static(w, pools, snapshot)
-        decisions.append(_decide(w, st, by_name))
-    return decisions
+        queue.append((w, st))
+    plain = _pass(queue, pools, {})
+    admitted = _placed(plain)
+    if len(admitted) < 2:
+        return plain  # nothing to share
+    for (_, st), d in zip(queue, plain, strict=True):
+        st.count += d.placed
+    prices = _auction(statics, _pools(snapshot, now))
+    if not any(prices.values()):
+        return plain
+    priced = _pass(queue, _pools(snapshot, now), prices)
+    return priced if _placed(priced) == admitted else plain
 
 
-def _decide(w: PendingWorkload, st: _Static, pools: dict[str, _Pool]) -> Decision:
+def _placed(decisions: list[Decision]) -> set[tuple[str, str]]:
+    return {(d.namespace, d.name) for d in decisions if d.placed}
+
+
+def _pass(
+    queue: list[tuple[PendingWorkload, _Static]], pools: list[_Pool], prices: dict[str, float]
+) -> list[Decision]:
+    by_name = {p.view.name: p for p in pools}
+    return [_decide(w, st, by_name, prices) for w, st in queue]
+
+
+def _auction(
+    statics: dict[tuple[object, ...], _Static], pools: Sequence[_Pool]
+) -> dict[str, float]:
+    """Shadow prices of the pools' free devices under all pending work (see contention); sets
+    each kind of workload's quota per pool from the auction's assignment. A workload bids only
+    where its gang fits now: a pool it cannot use now is not contended by it, and one with no
+    room left has no price (waiting for it is weighed elsewhere)."""
+    by_name = {p.view.name: p for p in pools}
+    demands = []
+    bidders = []
+    for _, st in sorted(statics.items(), key=lambda kv: repr(kv[0])):
+        replicas, count = st.shape
+        values = {
+            s.pool.name: s.total / 100.0
+            for s in st.scored
+            if by_name[s.pool.name].fit.fits(count, replicas)
+        }
+        if values:
+            demands.append(Demand(size=replicas * count, count=st.count, values=values))
+            bidders.append(st)
+    capacity = {p.view.name: float(sum(p.fit.free.values())) for p in pools}
+    auction = shadow_prices(demands, capacity)
+    for st, share in zip(bidders, auction.shares, strict=True):
+        st.quota = dict(share)
+    return auction.prices
+
+
+def _decide(
+    w: PendingWorkload, st: _Static, pools: dict[str, _Pool], prices: dict[str, float]
+) -> Decision:
     count, replicas = w.spec.accelerator.count, w.spec.replicas
-    fits = [pools[s.pool.name].fit.fits(count, replicas) for s in st.scored]
+    ranked = st.rank(count * replicas, prices)
+    if prices and st.quota:
+        # the pools the auction assigned this kind of workload to come first, the objective's
+        # best of them to the oldest; then the rest by score less contention
+        ranked = sorted(
+            ranked,
+            key=lambda r: (
+                st.quota.get(r.scored.pool.name, 0) <= 0,
+                -r.scored.total if st.quota.get(r.scored.pool.name, 0) > 0 else 0.0,
+            ),
+        )
+    fits = [pools[r.scored.pool.name].fit.fits(count, replicas) for r in ranked]
     first = next((i for i, ok in enumerate(fits) if ok), None)
     duration = w.spec.duration_seconds()
     notes: dict[str, str] = {}
     wait: Scored | None = None
-    if duration is not None and st.scored:
-        wait = _better_by_waiting(w, st, pools, first, duration=duration, notes=notes)
-    chosen = st.scored[first] if first is not None and wait is None else None
+    if duration is not None and ranked:
+        wait = _better_by_waiting(w, st, pools, ranked, fits, duration=duration, notes=notes)
+    chosen = ranked[first].scored if first is not None and wait is None else None
 
     rows = []
-    for s, ok in zip(st.scored, fits, strict=True):
+    for r, ok in zip(ranked, fits, strict=True):
+        pool = r.scored.pool
         reasons = []
         if not ok:
-            reasons.append(capacity_reason(w, s.pool, pools[s.pool.name].fit) or "")
-        if s.pool.name in notes:
-            reasons.append(notes[s.pool.name])
+            reasons.append(capacity_reason(w, pool, pools[pool.name].fit) or "")
+        if pool.name in notes:
+            reasons.append(notes[pool.name])
         rows.append(
             explain.candidate(
-                s.pool.name,
-                s.pool.model,
+                pool.name,
+                pool.model,
                 feasible=True,
                 fits_now=ok,
-                score=s.total,
-                breakdown=s.breakdown,
+                score=r.score,
+                breakdown=r.breakdown,
                 reasons=reasons,
             )
         )
     candidates = tuple(explain.cap(rows, st.infeasible))
 
     if chosen is not None:
+        if prices and st.quota.get(chosen.pool.name, 0) > 0:
+            st.quota[chosen.pool.name] -= 1
         target = pools[chosen.pool.name]
         nodes = target.fit.take(count, replicas) or []
         if duration is not None:
@@ -212,13 +321,14 @@ def _decide(w: PendingWorkload, st: _Static, pools: dict[str, _Pool]) -> Decisio
             pool=chosen.pool.name,
             accelerator=chosen.pool.model,
             vendor=chosen.pool.vendor,
-            score=chosen.total,
+            score=ranked[first].score if first is not None else None,
             assignments=tuple(
                 api.Assignment.model_construct(replica=i, node=n) for i, n in enumerate(nodes)
             ),
             candidates=candidates,
             message=f"placed on {chosen.pool.name} ({chosen.pool.model}), score "
-            f"{chosen.total:.1f}, {replicas} x {count} {chosen.pool.resource}",
+            f"{ranked[first].score if first is not None else 0:.1f}, "
+            f"{replicas} x {count} {chosen.pool.resource}",
         )
 
     if wait is not None and duration is not None:
@@ -239,22 +349,29 @@ def _better_by_waiting(
     w: PendingWorkload,
     st: _Static,
     pools: dict[str, _Pool],
-    first: int | None,
+    ranked: list[_Ranked],
+    fits: list[bool],
     *,
     duration: float,
     notes: dict[str, str],
 ) -> Scored | None:
-    """The better-scored pool worth waiting for: the one whose expected completion (known
-    releases, plus work already waiting for it, plus the run at its speed) beats running now
-    on the best pool that fits by WAIT_MARGIN; None when running now is as good."""
+    """The pool worth waiting for: one that scores better on the objective than the best
+    pool that fits now, and whose expected completion (known releases, plus work already
+    waiting for it, plus the run at its speed) beats running now by WAIT_MARGIN; None when
+    running now is as good. Contention does not enter: it prices free devices, not waiting."""
     count, replicas = w.spec.accelerator.count, w.spec.replicas
 
     def runtime(s: Scored) -> float:
         return duration * st.best_throughput / s.throughput if s.throughput > 0 else math.inf
 
-    now_done = runtime(st.scored[first]) if first is not None else math.inf
+    first = next((i for i, ok in enumerate(fits) if ok), None)
+    here = ranked[first].scored if first is not None else None
+    now_done = runtime(here) if here is not None else math.inf
     best: tuple[float, Scored] | None = None
-    for s in st.scored[: first if first is not None else len(st.scored)]:
+    for r, ok in zip(ranked, fits, strict=True):
+        s = r.scored
+        if ok or (here is not None and s.total <= here.total):
+            continue
         start = pools[s.pool.name].expected_start(count, replicas)
         if start is None:
             continue
@@ -264,13 +381,12 @@ def _better_by_waiting(
     if best is None:
         return None
     done, s = best
-    if first is not None:
-        here = st.scored[first].pool.name
+    if here is not None:
         notes[s.pool.name] = (
             f"expected to finish in {explain.hours(done)} here, against "
-            f"{explain.hours(now_done)} on {here} now"
+            f"{explain.hours(now_done)} on {here.pool.name} now"
         )
-        notes[here] = f"fits now, but would finish later ({explain.hours(now_done)})"
+        notes[here.pool.name] = f"fits now, but would finish later ({explain.hours(now_done)})"
     else:
         notes[s.pool.name] = f"expected to finish soonest here: in {explain.hours(done)}"
     return s
