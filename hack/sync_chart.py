@@ -10,13 +10,15 @@ Usage: hack/sync_chart.py [--check]
   operator's code: a ClusterRole, and the Lease rules of leader election in a Role behind
   `ha.enabled`;
 - deploy/tessera.yaml and deploy/kustomization.yaml: the chart rendered by the pinned helm
-  with default values, plus the namespace, for `kubectl apply -f` / `-k` and GitOps.
+  with default values, plus the namespace, for `kubectl apply -f` / `-k` and GitOps;
+- the table of the operator's permissions in docs/security.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -158,6 +160,31 @@ def rbac_template() -> str:
     return text + "{{- end }}\n"
 
 
+SECURITY_DOC = REPO / "docs" / "security.md"
+RBAC_BLOCK = re.compile(r"(<!-- BEGIN GENERATED: rbac -->\n).*?(<!-- END GENERATED -->)", re.DOTALL)
+
+
+def rbac_table() -> str:
+    """The operator's permissions as a Markdown table, for docs/security.md."""
+    single = required(False)
+    election = required(True) - single
+    rows = ["| API group | resource | verbs | where |", "| --- | --- | --- | --- |"]
+    for scope, granted in (("cluster-wide", single), ("release namespace, HA only", election)):
+        for rule in rules_of(granted):
+            group = rule["apiGroups"][0] or "core"
+            verbs = ", ".join(rule["verbs"])
+            rows.append(f"| `{group}` | `{rule['resources'][0]}` | {verbs} | {scope} |")
+    return "\n".join(rows) + "\n"
+
+
+def security_doc() -> str:
+    """docs/security.md with its generated RBAC table brought up to date."""
+    text = SECURITY_DOC.read_text()
+    if not RBAC_BLOCK.search(text):
+        raise SystemExit(f"{SECURITY_DOC} lacks the <!-- BEGIN GENERATED: rbac --> block")
+    return RBAC_BLOCK.sub(lambda m: m.group(1) + rbac_table() + m.group(2), text)
+
+
 def chart_files() -> dict[Path, str]:
     """Chart-relative path -> content of every generated chart template."""
     out = {CRD_DIR / p.name: crd_template(p) for p in sorted((REPO / "crds").glob("*.yaml"))}
@@ -250,6 +277,7 @@ def expected() -> dict[Path, str]:
             (chart / rel).write_text(text)
         out = {CHART / rel: text for rel, text in templates.items()}
         out.update(deploy_files(chart))
+        out[SECURITY_DOC] = security_doc()
     return out
 
 

@@ -4,6 +4,7 @@ Standards `restricted` level as the API server's own admission enforces it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,7 @@ from chart_support import (
     ALL_FEATURES,
     MONITORING_CRDS,
     REPO,
+    TESSERA_CRDS,
     crds_present,
     dry_run,
     dump,
@@ -104,3 +106,26 @@ def test_restricted_admission_is_really_enforced(
     )
     assert proc.returncode != 0, "a weakened pod was admitted: is PodSecurity enforcing?"
     assert "violates PodSecurity" in proc.stderr and complaint in proc.stderr, proc.stderr
+
+
+def test_kind_example_workload_is_accepted(cluster: Any, ns: str) -> None:
+    """The Workload the README's kind walkthrough applies passes the real CRD's validation."""
+    with crds_present(cluster, TESSERA_CRDS):
+        docs = [d for d in yaml.safe_load_all((REPO / "examples/kind/workload.yaml").read_text())]
+        workload = next(d for d in docs if d and d["kind"] == "Workload")
+        workload["metadata"]["namespace"] = ns
+        _accepted(cluster, [workload])
+
+
+def test_security_doc_examples_are_accepted(cluster: Any, ns: str) -> None:
+    """The objects docs/security.md tells admins to create (a pool restricted to namespaces,
+    a quota, a NetworkPolicy) are valid as written."""
+    text = (REPO / "docs" / "security.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
+    docs = [yaml.safe_load(b) for b in blocks]
+    assert {d["kind"] for d in docs} == {"AcceleratorPool", "ResourceQuota", "NetworkPolicy"}
+    for doc in docs:
+        if "namespace" in doc["metadata"]:
+            doc["metadata"]["namespace"] = ns
+    with crds_present(cluster, TESSERA_CRDS):
+        _accepted(cluster, docs)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +28,7 @@ from chart_support import (
     namespace,
     unique,
 )
-from operator_harness import wait_for
+from operator_harness import Operator, wait_for
 
 from tessera.k8s import required_rules
 
@@ -169,14 +170,15 @@ def upgraded(installed: Release) -> Release:
 
 @pytest.fixture(scope="module")
 def user_objects(upgraded: Release) -> Iterator[tuple[str, str, str]]:
-    """A pool and a workload a user created while Tessera was installed."""
+    """A pool and a workload (in a users' namespace) created while Tessera was installed."""
     cluster, pool, workload = upgraded.cluster, unique("chart-e2e"), unique("chart-e2e")
-    docs = [_pool(pool), _workload(workload, upgraded.namespace)]
-    cluster.kubectl("create", "-f", "-", input="---\n".join(yaml.safe_dump(d) for d in docs))
-    try:
-        yield pool, upgraded.namespace, workload
-    finally:
-        cluster.kubectl("delete", "acceleratorpool", pool, "--wait=false", check=False)
+    with namespace(cluster, unique("chart-e2e-users"), pss=None) as ns:
+        docs = [_pool(pool), _workload(workload, ns)]
+        cluster.kubectl("create", "-f", "-", input="---\n".join(yaml.safe_dump(d) for d in docs))
+        try:
+            yield pool, ns, workload
+        finally:
+            cluster.kubectl("delete", "acceleratorpool", pool, "--wait=false", check=False)
 
 
 @pytest.fixture(scope="module")
@@ -355,6 +357,59 @@ def test_a_typo_in_values_fails_the_upgrade(upgraded: Release) -> None:
     assert proc.returncode != 0 and "additional properties 'replica' not allowed" in proc.stderr
     history = helm(upgraded.cluster, "history", RELEASE, "-n", upgraded.namespace, "-o", "yaml")
     assert len(yaml.safe_load(history.stdout)) == 2, "the failed upgrade made no revision"
+
+
+def _service_account_kubeconfig(release: Release, path: Path) -> Path:
+    """A kubeconfig that authenticates as the chart's ServiceAccount with a bound token from
+    the TokenRequest API, exactly what the operator's pod gets mounted."""
+    token = release.cluster.kubectl(
+        "create", "token", release.name, "-n", release.namespace, "--duration=30m"
+    ).stdout.strip()
+    admin = yaml.safe_load(release.cluster.kubeconfig.read_text())
+    server = admin["clusters"][0]["cluster"]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "test", "cluster": server}],
+        "users": [{"name": "tessera", "user": {"token": token}}],
+        "contexts": [{"name": "tessera", "context": {"cluster": "test", "user": "tessera"}}],
+        "current-context": "tessera",
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def test_the_operator_works_with_only_the_charts_permissions(
+    upgraded: Release, user_objects: tuple[str, str, str], tmp_path: Path
+) -> None:
+    """The proof in practice: `tessera run`, authenticated as the chart's ServiceAccount with
+    the HA flags the chart passes, elects itself, places a workload and creates its pods,
+    and the API server refuses it nothing."""
+    pool, ns, workload = user_objects
+    kubeconfig = _service_account_kubeconfig(upgraded, tmp_path / "kubeconfig")
+    operator = Operator(
+        kubeconfig, tmp_path, "--leader-elect", f"--lease-name={RELEASE}",
+        f"--lease-namespace={upgraded.namespace}", name=f"{RELEASE}-operator",
+    )  # fmt: skip
+    operator.start()
+    try:
+
+        def placed() -> dict[str, Any] | None:
+            found = upgraded.cluster.kubectl("get", "workload", workload, "-n", ns, "-o", "yaml")
+            body: dict[str, Any] = yaml.safe_load(found.stdout)
+            status = body.get("status") or {}
+            return status if status.get("pool") == pool and status.get("replicas") else None
+
+        status = wait_for("the workload placed on the test pool, with pods", placed, 60)
+        assert status["phase"] in ("Placed", "Running")
+        lease = upgraded.get("lease", RELEASE)
+        assert lease and lease["spec"]["holderIdentity"] == f"{RELEASE}-operator"
+    finally:
+        operator.stop()
+    log = operator.log()
+    for refusal in ("Forbidden", "Unauthorized"):  # ApiError: "403 Forbidden: ..."
+        assert refusal not in log, f"the API server refused the operator something:\n{log}"
 
 
 # --- uninstall -----------------------------------------------------------------------------------

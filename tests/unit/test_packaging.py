@@ -313,6 +313,12 @@ def test_user_roles_grant_workloads_and_aggregate_into_the_default_roles() -> No
     assert [r["metadata"]["name"] for r in roles] == ["tessera"]
 
 
+def test_security_doc_lists_the_operators_permissions() -> None:
+    assert sync_chart.SECURITY_DOC.read_text() == sync_chart.security_doc(), (
+        "docs/security.md's permission table is out of date: python hack/sync_chart.py"
+    )
+
+
 def test_deploy_manifests_are_the_rendered_chart() -> None:
     expected = sync_chart.deploy_files(CHART)
     stale = [str(p.relative_to(REPO)) for p, t in expected.items() if p.read_text() != t]
@@ -362,6 +368,19 @@ def test_alerts_use_metrics_the_operator_exports() -> None:
     anchors = _anchors(REPO / "docs" / "operations.md")
     for name in alerts:
         assert name.lower() in anchors, f"docs/operations.md has no section for {name}"
+
+
+def test_operations_doc_lists_exactly_the_exported_metrics() -> None:
+    from tessera import metrics
+
+    exported = {
+        m.name + ("_total" if m.type == "counter" else "") for m in metrics.REGISTRY.collect()
+    }
+    text = (REPO / "docs" / "operations.md").read_text()
+    documented = set(re.findall(r"^\| `(tessera_[a-z_]+)` \|", text, re.M))
+    assert documented == exported, (
+        f"undocumented: {exported - documented}; gone: {documented - exported}"
+    )
 
 
 def _anchors(path: Path) -> set[str]:
@@ -560,6 +579,11 @@ def test_kind_config_nodes_are_selected_by_the_example_pools() -> None:
         assert len(chosen) == 1, f"{node['labels']} selected by {chosen}"
     script = (REPO / "examples" / "kind" / "advertise-devices.sh").read_text()
     assert "--subresource=status" in script
+    from tessera import api
+
+    namespace_doc, workload = _yaml_docs(REPO / "examples" / "kind" / "workload.yaml")
+    assert namespace_doc["kind"] == "Namespace"
+    api.Workload.model_validate(workload)  # the CRD's models accept it
 
 
 # --- docs ------------------------------------------------------------------------------------
