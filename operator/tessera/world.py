@@ -13,7 +13,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from tessera import api, placement
-from tessera.catalog import resolve_accelerator
 from tessera.placement.snapshot import NodeState, PoolState, Release
 
 TERMINAL = ("Succeeded", "Failed")
@@ -214,8 +213,21 @@ class World:
         for pod in self.pods:
             if pod.workload:
                 self.pods_by_workload[f"{pod.namespace}/{pod.workload}"].append(pod)
+        # Accelerator resolution (catalog + labels + spec) once per pool and cycle.
+        self.base: dict[str, PoolState] = {
+            name: placement.pool_state(
+                name,
+                spec,
+                [
+                    NodeState(name=n, labels=dict(self.nodes[n].labels), allocatable=0, free=0)
+                    for n in self.members[name]
+                ],
+            )
+            for name, spec in self.pool_specs.items()
+        }
         self.used = self._used()
         self.reserved = self._reserved()
+        self.releases = self._releases()
 
     def placement_of(self, key: str) -> Placed | None:
         facts = self.workloads.get(key)
@@ -250,12 +262,9 @@ class World:
                     used[pod.node][resource] += n
         return used
 
-    def resource_of(self, pool: str) -> str | None:
-        spec = self.pool_specs.get(pool)
-        if spec is None:
-            return None
-        state = self.pool_state(pool, with_free=False)
-        return state.accelerator.resource_name
+    def resource_of(self, pool: str) -> str:
+        """The device-plugin resource a pool's devices are requested by."""
+        return self.base[pool].accelerator.resource_name
 
     def _reserved(self) -> dict[str, dict[str, int]]:
         """Devices promised to placed replicas whose pods are not bound yet, by node."""
@@ -268,8 +277,7 @@ class World:
             placed = self.placement_of(key)
             if placed is None or placed.pool not in self.pool_specs:
                 continue
-            spec = self.pool_specs[placed.pool]
-            resource = spec.accelerator.resource_name or self._default_resource(placed.pool)
+            resource = self.resource_of(placed.pool)
             count = int(((facts.spec if facts else {}).get("accelerator") or {}).get("count", 1))
             bound = {
                 p.replica
@@ -281,11 +289,6 @@ class World:
                     reserved[node][resource] += count
         return reserved
 
-    def _default_resource(self, pool: str) -> str | None:
-        nodes = {n: self.nodes[n].labels for n in self.members.get(pool, [])}
-        res = resolve_accelerator(self.pool_specs[pool], nodes)
-        return res.accelerator.resource_name
-
     def free(self, node: str, resource: str) -> int:
         facts = self.nodes[node]
         have = facts.allocatable.get(resource, 0)
@@ -294,41 +297,43 @@ class World:
         )
 
     def pool_state(self, pool: str, with_free: bool = True) -> PoolState:
-        spec = self.pool_specs[pool]
-        nodes = [self.nodes[n] for n in self.members.get(pool, [])]
-        first = placement.pool_state(
-            pool,
-            spec,
-            [NodeState(name=n.name, labels=dict(n.labels), allocatable=0, free=0) for n in nodes],
-        )
+        """The pool as placement sees it; with_free adds each node's free devices now."""
+        first = self.base[pool]
         if not with_free:
             return first
         resource = first.accelerator.resource_name
-        states = [
-            NodeState(
-                name=n.name,
-                labels=dict(n.labels),
-                ready=n.ready,
-                allocatable=n.allocatable.get(resource, 0),
-                free=min(n.allocatable.get(resource, 0), self.free(n.name, resource)),
-                releases=tuple(self._releases(n.name, resource)),
+        states = []
+        for name in self.members.get(pool, []):
+            node = self.nodes[name]
+            have = node.allocatable.get(resource, 0)
+            states.append(
+                NodeState(
+                    name=name,
+                    labels=dict(node.labels),
+                    ready=node.ready,
+                    allocatable=have,
+                    free=min(have, self.free(name, resource)),
+                    releases=tuple(self.releases.get(name, ())),
+                )
             )
-            for n in nodes
-        ]
         return first.model_copy(update={"nodes": tuple(states)})
 
-    def _releases(self, node: str, resource: str) -> Iterable[Release]:
-        """When devices in use on a node come back: placed batch workloads with an estimate."""
+    def _releases(self) -> dict[str, list[Release]]:
+        """When devices in use come back, by node: running workloads with an estimate."""
+        out: dict[str, list[Release]] = defaultdict(list)
         for key, facts in self.workloads.items():
-            placed = self.placement_of(key)
             duration = facts.spec.get("estimatedDuration")
-            if not placed or not duration or not placed.placed_at:
+            placed = self.placement_of(key) if duration else None
+            if not placed or not placed.placed_at or facts.status.get("phase") in TERMINAL:
                 continue
             count = int((facts.spec.get("accelerator") or {}).get("count", 1))
-            n = sum(count for r, nd in placed.assignments.items() if nd == node)
-            if n:
-                at = placed.placed_at + timedelta(seconds=api.parse_duration(duration))
-                yield Release(at=at, devices=n)
+            at = placed.placed_at + timedelta(seconds=api.parse_duration(str(duration)))
+            per_node: dict[str, int] = defaultdict(int)
+            for node in placed.assignments.values():
+                per_node[node] += count
+            for node, n in per_node.items():
+                out[node].append(Release(at=at, devices=n))
+        return out
 
     def snapshot(self) -> placement.Snapshot:
         return placement.Snapshot(
@@ -377,11 +382,6 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
     allocatable = sum(n.allocatable.get(resource, 0) for n in nodes)
     allocated = sum(
         world.used[n.name].get(resource, 0) + world.reserved[n.name].get(resource, 0) for n in nodes
-    )
-    unbound = sum(
-        p.requests.get(resource, 0)
-        for p in world.pods
-        if p.pool == name and not p.node and not p.terminal and p.replica is None
     )
     available = sum(world.free(n.name, resource) for n in ready)
     conditions = []
@@ -460,7 +460,7 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
         "devices": {
             "capacity": capacity,
             "allocatable": allocatable,
-            "allocated": allocated + unbound,
+            "allocated": allocated,
             "available": available,
         },
         "summary": {"nodes": f"{len(ready)}/{len(nodes)}", "devices": f"{available}/{allocatable}"},

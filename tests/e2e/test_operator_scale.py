@@ -125,8 +125,9 @@ def test_burst_of_60_into_room_for_40_respects_capacity_and_priority(
                     == 60
                 ),
             )
-            reasons = statuses(k)["job-00"]["candidates"][0]["reasons"]
-            assert any("draining" in r for r in reasons), reasons
+            candidates = statuses(k)["job-00"]["candidates"]
+            burst = next(c for c in candidates if c["pool"] == "burst")
+            assert any("draining" in r for r in burst["reasons"]), candidates
             with CapacityWatch(k, allocatable=4) as watch:
                 set_draining(k, "burst", False)
                 first = wait_for(

@@ -41,6 +41,10 @@ class Reconciler:
 
     def cycle(self, world: World, now: datetime) -> None:
         self._prune_recent(world)
+        live = {f"Workload/{k}" for k in world.workloads} | {
+            f"AcceleratorPool/None/{p}" for p in world.pools
+        }
+        self.said = {k: v for k, v in self.said.items() if k.rpartition("/")[0] in live}
         world.recent = {k: p for k, (_, p) in self.recent.items()}
         world.__post_init__()  # recompute reservations with this process's recent decisions
         for name in sorted(world.pools):
