@@ -336,7 +336,7 @@ POOL_COLUMNS = (
     Column("Vendor", "string", ".spec.accelerator.vendor", "Who makes the accelerator."),
     Column("Model", "string", ".status.accelerator.model", "The resolved accelerator model."),
     Column("Nodes", "string", ".status.summary.nodes", "Ready/total nodes."),
-    Column("Devices", "string", ".status.summary.devices", "Available/allocatable devices."),
+    Column("Available", "string", ".status.summary.devices", "Available/allocatable devices."),
     Column("Draining", "boolean", ".spec.draining", "No new placements."),
     _AGE,
     Column(
