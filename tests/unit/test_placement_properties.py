@@ -78,7 +78,7 @@ def describe(snap: Snapshot, pending: Sequence[PendingWorkload]) -> str:
 
 
 def dump(decisions: Sequence[Decision]) -> list[dict[str, object]]:
-    return [d.model_dump() for d in decisions]
+    return [d.as_dict() for d in decisions]
 
 
 def free_now(snap: Snapshot) -> dict[str, dict[str, int]]:

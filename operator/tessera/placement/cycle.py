@@ -4,8 +4,9 @@ imports tessera.api and the placement modules only."""
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -22,8 +23,102 @@ from tessera.placement.snapshot import PendingWorkload, PoolView, Snapshot
 WAIT_MARGIN = 0.1
 
 
-class Decision(api._Model):
-    """What the cycle decided for one workload: placed (where, on which nodes) or waiting."""
+@dataclass(frozen=True, slots=True)
+class _Ranked:
+    """A feasible pool for one kind of workload, with its contention this cycle."""
+
+    scored: Scored
+    contention: float  # points: devices x the pool's shadow price x 100
+    score: float  # the objective's score less the contention
+    breakdown: api.ScoreBreakdown
+
+
+@dataclass(slots=True)
+class _Scan:
+    """Which pools fit one kind of workload: valid until the pass places anything."""
+
+    key: tuple[int, int, int]  # pass, placements so far in it, the order looked at
+    known: dict[int, bool]
+    rows: tuple[_Row, ...] | None = None  # the explanation, when no note was added
+
+
+@dataclass(slots=True)
+class _Pass:
+    """One pass over the queue: the pools' working state and the prices it ranks with."""
+
+    serial: int
+    pools: dict[str, _Pool]
+    prices: dict[str, float]
+    placements: int = 0
+
+
+@dataclass(slots=True)
+class _Static:
+    """What does not change while the cycle runs, for one kind of workload."""
+
+    scored: list[Scored]
+    ruled_out: list[PoolView]  # nearest misses first: fewest reasons, then name
+    best_throughput: float
+    shape: tuple[int, int]  # replicas, devices per pod
+    count: int = 0  # workloads of this kind the first pass placed
+    quota: dict[str, int] = field(default_factory=dict)  # the auction's share per pool
+    ranked: dict[bool, list[_Ranked]] = field(default_factory=dict)  # by: contention priced
+    orders: dict[frozenset[str], list[_Ranked]] = field(default_factory=dict)  # by: quota open
+    scan: _Scan | None = None  # the last look at which pools fit this kind
+
+    def rank(self, devices: int, prices: dict[str, float]) -> list[_Ranked]:
+        """Feasible pools by score less contention, best first; equal to a hundredth of a
+        point, the better objective score first (the marginal workload is indifferent, and
+        the oldest should not get the slower pool), then the pool name."""
+        key = bool(prices)
+        if key not in self.ranked:
+            rows = []
+            for s in self.scored:
+                contention = round(100.0 * devices * prices.get(s.pool.name, 0.0), 4)
+                breakdown = (
+                    s.breakdown.model_copy(update={"contention": contention})
+                    if contention
+                    else s.breakdown
+                )
+                rows.append(_Ranked(s, contention, round(s.total - contention, 4), breakdown))
+            rows.sort(key=lambda r: (-round(r.score, 2), -r.scored.total, r.scored.pool.name))
+            self.ranked[key] = rows
+        return self.ranked[key]
+
+    def order(self, devices: int, prices: dict[str, float]) -> list[_Ranked]:
+        """The order a workload of this kind tries pools in: with prices, the pools the
+        auction assigned this kind to and that have quota left come first, the objective's
+        best of them to the oldest; then the rest by score less contention."""
+        ranked = self.rank(devices, prices)
+        quota = frozenset(p for p, k in self.quota.items() if k > 0) if prices else frozenset()
+        if not quota:
+            return ranked
+        if quota not in self.orders:
+            self.orders[quota] = sorted(
+                ranked,
+                key=lambda r: (
+                    r.scored.pool.name not in quota,
+                    -r.scored.total if r.scored.pool.name in quota else 0.0,
+                ),
+            )
+        return self.orders[quota]
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """A feasible pool as one workload saw it when it was decided."""
+
+    ranked: _Ranked
+    fits_now: bool
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the cycle decided for one workload: placed (where, on which nodes) or waiting.
+
+    A plain frozen dataclass rather than a pydantic model: a cycle makes thousands, and the
+    api models of its explanation (`candidates`, `assignments`) are built only when read."""
 
     namespace: str
     name: str
@@ -32,10 +127,61 @@ class Decision(api._Model):
     accelerator: str | None = None
     vendor: api.Vendor | None = None
     score: float | None = None
-    assignments: tuple[api.Assignment, ...] = ()
-    candidates: tuple[api.Candidate, ...] = ()
+    nodes: tuple[str, ...] = ()  # the node of each replica, in replica order
     waiting_for: str | None = None
     message: str = ""
+    _rows: tuple[_Row, ...] = field(default=(), repr=False, compare=False)
+    _ruled_out: tuple[PoolView, ...] = field(default=(), repr=False, compare=False)
+    _workload: PendingWorkload | None = field(default=None, repr=False, compare=False)
+    _namespace_labels: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    @functools.cached_property
+    def assignments(self) -> tuple[api.Assignment, ...]:
+        return tuple(api.Assignment(replica=i, node=n) for i, n in enumerate(self.nodes))
+
+    @functools.cached_property
+    def candidates(self) -> tuple[api.Candidate, ...]:
+        """The pools considered, best first, at most MAX_CANDIDATES: feasible ones in the
+        order the workload took them, then the nearest misses with every reason."""
+        rows = [
+            explain.candidate(
+                r.ranked.scored.pool.name,
+                r.ranked.scored.pool.model,
+                feasible=True,
+                fits_now=r.fits_now,
+                score=r.ranked.score,
+                breakdown=r.ranked.breakdown,
+                reasons=r.reasons,
+            )
+            for r in self._rows
+        ]
+        if self._workload is not None:
+            rows.extend(
+                explain.candidate(
+                    view.name,
+                    view.model,
+                    feasible=False,
+                    reasons=static_reasons(self._workload, view, self._namespace_labels),
+                )
+                for view in self._ruled_out
+            )
+        return tuple(rows)
+
+    def as_dict(self) -> dict[str, object]:
+        """Everything the decision says, as plain data (for comparisons and output)."""
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "placed": self.placed,
+            "pool": self.pool,
+            "accelerator": self.accelerator,
+            "vendor": self.vendor,
+            "score": self.score,
+            "nodes": self.nodes,
+            "waitingFor": self.waiting_for,
+            "message": self.message,
+            "candidates": [c.model_dump(by_alias=True) for c in self.candidates],
+        }
 
     def to_status(
         self, now: datetime, status: api.WorkloadStatus | None = None
@@ -57,48 +203,6 @@ class Decision(api._Model):
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _Ranked:
-    """A feasible pool for one kind of workload, with its contention this cycle."""
-
-    scored: Scored
-    contention: float  # points: devices x the pool's shadow price x 100
-    score: float  # the objective's score less the contention
-    breakdown: api.ScoreBreakdown
-
-
-@dataclass(slots=True)
-class _Static:
-    """What does not change while the cycle runs, for one kind of workload."""
-
-    scored: list[Scored]
-    infeasible: list[api.Candidate]
-    best_throughput: float
-    shape: tuple[int, int]  # replicas, devices per pod
-    count: int = 0  # workloads of this kind the first pass placed
-    quota: dict[str, int] = field(default_factory=dict)  # the auction's share per pool
-    ranked: dict[bool, list[_Ranked]] = field(default_factory=dict)  # by: contention priced
-
-    def rank(self, devices: int, prices: dict[str, float]) -> list[_Ranked]:
-        """Feasible pools by score less contention, best first; equal to a hundredth of a
-        point, the better objective score first (the marginal workload is indifferent, and
-        the oldest should not get the slower pool), then the pool name."""
-        key = bool(prices)
-        if key not in self.ranked:
-            rows = []
-            for s in self.scored:
-                contention = round(100.0 * devices * prices.get(s.pool.name, 0.0), 4)
-                breakdown = (
-                    s.breakdown.model_copy(update={"contention": contention})
-                    if contention
-                    else s.breakdown
-                )
-                rows.append(_Ranked(s, contention, round(s.total - contention, 4), breakdown))
-            rows.sort(key=lambda r: (-round(r.score, 2), -r.scored.total, r.scored.pool.name))
-            self.ranked[key] = rows
-        return self.ranked[key]
-
-
 @dataclass(slots=True)
 class _Pool:
     """One pool's working state during the cycle."""
@@ -115,7 +219,9 @@ class _Pool:
             self._starts, self._version = {}, self.fit.version
         key = (count, replicas)
         if key not in self._starts:
-            self._starts[key] = earliest_fit(self.fit.free, self.releases, count, replicas)
+            self._starts[key] = earliest_fit(
+                self.fit.free, self.releases, count, replicas, presorted=True
+            )
         return self._starts[key]
 
     def expected_start(self, count: int, replicas: int) -> float | None:
@@ -127,11 +233,14 @@ class _Pool:
         return at + self.backlog / max(self.view.devices, 1)
 
 
-def _signature(w: PendingWorkload) -> tuple[object, ...]:
+def _signature(w: PendingWorkload, closed: frozenset[str]) -> tuple[object, ...]:
+    """What decides a workload's feasibility and scores: workloads alike share one static
+    evaluation per cycle. `closed` are the pools whose namespace rule shuts its namespace
+    out, so namespaces that no rule tells apart share too."""
     need, spec = w.spec.accelerator, w.spec
     weights = spec.weights
     return (
-        w.namespace,
+        closed,
         w.excluded_pools,
         spec.replicas,
         spec.objective,
@@ -154,22 +263,20 @@ def _order_key(w: PendingWorkload) -> tuple[int, datetime, str, str]:
     return (-w.spec.priority, w.created_at, w.namespace, w.name)
 
 
-def _static(w: PendingWorkload, pools: Sequence[_Pool], snapshot: Snapshot) -> _Static:
-    ns_labels = snapshot.namespaces.get(w.namespace, {})
+def _static(w: PendingWorkload, pools: Sequence[_Pool], ns_labels: Mapping[str, str]) -> _Static:
     feasible: list[PoolView] = []
-    infeasible: list[tuple[int, str, api.Candidate]] = []
+    infeasible: list[tuple[int, str, PoolView]] = []
     for p in pools:
         reasons = static_reasons(w, p.view, ns_labels)
         if reasons:
-            row = explain.candidate(p.view.name, p.view.model, feasible=False, reasons=reasons)
-            infeasible.append((len(reasons), p.view.name, row))
+            infeasible.append((len(reasons), p.view.name, p.view))
         else:
             feasible.append(p.view)
     scored = score(w.spec, feasible)
     infeasible.sort(key=lambda t: (t[0], t[1]))
     best = max((s.throughput for s in scored), default=0.0)
     shape = (w.spec.replicas, w.spec.accelerator.count)
-    return _Static(scored, [row for _, _, row in infeasible], best, shape)
+    return _Static(scored, [view for _, _, view in infeasible], best, shape)
 
 
 def _pools(snapshot: Snapshot, now: datetime) -> list[_Pool]:
@@ -201,18 +308,24 @@ def plan(pending: Sequence[PendingWorkload], snapshot: Snapshot, now: datetime) 
     contention moves workloads between pools but never changes who runs."""
     pools = _pools(snapshot, now)
     statics: dict[tuple[object, ...], _Static] = {}
+    closed: dict[str, frozenset[str]] = {}
     queue = []
     for w in sorted(pending, key=_order_key):
-        sig = _signature(w)
+        ns_labels = snapshot.namespaces.get(w.namespace, {})
+        if w.namespace not in closed:
+            closed[w.namespace] = frozenset(
+                p.view.name for p in pools if not p.view.allows_namespace(w.namespace, ns_labels)
+            )
+        sig = _signature(w, closed[w.namespace])
         st = statics.get(sig)
         if st is None:
-            st = statics[sig] = _static(w, pools, snapshot)
-        queue.append((w, st))
+            st = statics[sig] = _static(w, pools, ns_labels)
+        queue.append((w, st, ns_labels))
     plain = _pass(queue, pools, {})
     admitted = _placed(plain)
     if len(admitted) < 2:
         return plain  # nothing to share
-    for (_, st), d in zip(queue, plain, strict=True):
+    for (_, st, _), d in zip(queue, plain, strict=True):
         st.count += d.placed
     prices = _auction(statics, _pools(snapshot, now))
     if not any(prices.values()):
@@ -225,11 +338,12 @@ def _placed(decisions: list[Decision]) -> set[tuple[str, str]]:
     return {(d.namespace, d.name) for d in decisions if d.placed}
 
 
-def _pass(
-    queue: list[tuple[PendingWorkload, _Static]], pools: list[_Pool], prices: dict[str, float]
-) -> list[Decision]:
-    by_name = {p.view.name: p for p in pools}
-    return [_decide(w, st, by_name, prices) for w, st in queue]
+_Queue = Sequence[tuple[PendingWorkload, _Static, Mapping[str, str]]]
+
+
+def _pass(queue: _Queue, pools: list[_Pool], prices: dict[str, float]) -> list[Decision]:
+    state = _Pass(serial=2 if prices else 1, pools={p.view.name: p for p in pools}, prices=prices)
+    return [_decide(w, st, ns, state) for w, st, ns in queue]
 
 
 def _auction(
@@ -260,57 +374,52 @@ def _auction(
 
 
 def _decide(
-    w: PendingWorkload, st: _Static, pools: dict[str, _Pool], prices: dict[str, float]
+    w: PendingWorkload, st: _Static, ns_labels: Mapping[str, str], state: _Pass
 ) -> Decision:
     count, replicas = w.spec.accelerator.count, w.spec.replicas
-    ranked = st.rank(count * replicas, prices)
-    if prices and st.quota:
-        # the pools the auction assigned this kind of workload to come first, the objective's
-        # best of them to the oldest; then the rest by score less contention
-        ranked = sorted(
-            ranked,
-            key=lambda r: (
-                st.quota.get(r.scored.pool.name, 0) <= 0,
-                -r.scored.total if st.quota.get(r.scored.pool.name, 0) > 0 else 0.0,
-            ),
-        )
-    fits = [pools[r.scored.pool.name].fit.fits(count, replicas) for r in ranked]
-    first = next((i for i, ok in enumerate(fits) if ok), None)
+    pools, prices = state.pools, state.prices
+    ranked = st.order(count * replicas, prices)
+    key = (state.serial, state.placements, id(ranked))
+    if st.scan is None or st.scan.key != key:  # something was placed since: look again
+        st.scan = _Scan(key, {})
+    scan = st.scan
+
+    def fits(i: int) -> bool:
+        if i not in scan.known:
+            scan.known[i] = pools[ranked[i].scored.pool.name].fit.fits(count, replicas)
+        return scan.known[i]
+
+    first = next((i for i in range(len(ranked)) if fits(i)), None)
     duration = w.spec.duration_seconds()
     notes: dict[str, str] = {}
     wait: Scored | None = None
     if duration is not None and ranked:
-        wait = _better_by_waiting(w, st, pools, ranked, fits, duration=duration, notes=notes)
-    chosen = ranked[first].scored if first is not None and wait is None else None
+        wait = _better_by_waiting(w, st, pools, ranked, fits, first, duration, notes)
+    chosen = ranked[first] if first is not None and wait is None else None
 
-    rows = []
-    for r, ok in zip(ranked, fits, strict=True):
-        pool = r.scored.pool
-        reasons = []
-        if not ok:
-            reasons.append(capacity_reason(w, pool, pools[pool.name].fit) or "")
-        if pool.name in notes:
-            reasons.append(notes[pool.name])
-        rows.append(
-            explain.candidate(
-                pool.name,
-                pool.model,
-                feasible=True,
-                fits_now=ok,
-                score=r.score,
-                breakdown=r.breakdown,
-                reasons=reasons,
-            )
-        )
-    candidates = tuple(explain.cap(rows, st.infeasible))
+    shown = scan.rows if not notes else None
+    if shown is None:
+        rows = []
+        for i, r in enumerate(ranked[: explain.MAX_CANDIDATES]):
+            pool = r.scored.pool
+            reasons = [] if fits(i) else [capacity_reason(w, pool, pools[pool.name].fit) or ""]
+            if pool.name in notes:
+                reasons.append(notes[pool.name])
+            rows.append(_Row(r, fits(i), tuple(reasons)))
+        shown = tuple(rows)
+        if not notes:
+            scan.rows = shown
+    ruled_out = tuple(st.ruled_out[: explain.MAX_CANDIDATES - len(shown)])
 
     if chosen is not None:
-        if prices and st.quota.get(chosen.pool.name, 0) > 0:
-            st.quota[chosen.pool.name] -= 1
-        target = pools[chosen.pool.name]
+        pool = chosen.scored.pool
+        if prices and st.quota.get(pool.name, 0) > 0:
+            st.quota[pool.name] -= 1
+        target = pools[pool.name]
         nodes = target.fit.take(count, replicas) or []
+        state.placements += 1
         if duration is not None:
-            runtime = duration * st.best_throughput / chosen.throughput
+            runtime = duration * st.best_throughput / chosen.scored.throughput
             for node in nodes:
                 target.releases.append((runtime, node, count))
             target.releases.sort()
@@ -318,17 +427,17 @@ def _decide(
             namespace=w.namespace,
             name=w.name,
             placed=True,
-            pool=chosen.pool.name,
-            accelerator=chosen.pool.model,
-            vendor=chosen.pool.vendor,
-            score=ranked[first].score if first is not None else None,
-            assignments=tuple(
-                api.Assignment.model_construct(replica=i, node=n) for i, n in enumerate(nodes)
-            ),
-            candidates=candidates,
-            message=f"placed on {chosen.pool.name} ({chosen.pool.model}), score "
-            f"{ranked[first].score if first is not None else 0:.1f}, "
-            f"{replicas} x {count} {chosen.pool.resource}",
+            pool=pool.name,
+            accelerator=pool.model,
+            vendor=pool.vendor,
+            score=chosen.score,
+            nodes=tuple(nodes),
+            message=f"placed on {pool.name} ({pool.model}), score {chosen.score:.1f}, "
+            f"{replicas} x {count} {pool.resource}",
+            _rows=shown,
+            _ruled_out=ruled_out,
+            _workload=w,
+            _namespace_labels=ns_labels,
         )
 
     if wait is not None and duration is not None:
@@ -340,8 +449,11 @@ def _decide(
         name=w.name,
         placed=False,
         waiting_for=wait.pool.name if wait else None,
-        candidates=candidates,
         message=_waiting_message(w, st, wait, notes),
+        _rows=shown,
+        _ruled_out=ruled_out,
+        _workload=w,
+        _namespace_labels=ns_labels,
     )
 
 
@@ -350,8 +462,8 @@ def _better_by_waiting(
     st: _Static,
     pools: dict[str, _Pool],
     ranked: list[_Ranked],
-    fits: list[bool],
-    *,
+    fits: Callable[[int], bool],
+    first: int | None,
     duration: float,
     notes: dict[str, str],
 ) -> Scored | None:
@@ -364,13 +476,12 @@ def _better_by_waiting(
     def runtime(s: Scored) -> float:
         return duration * st.best_throughput / s.throughput if s.throughput > 0 else math.inf
 
-    first = next((i for i, ok in enumerate(fits) if ok), None)
     here = ranked[first].scored if first is not None else None
     now_done = runtime(here) if here is not None else math.inf
     best: tuple[float, Scored] | None = None
-    for r, ok in zip(ranked, fits, strict=True):
+    for i, r in enumerate(ranked):
         s = r.scored
-        if ok or (here is not None and s.total <= here.total):
+        if (here is not None and s.total <= here.total) or fits(i):
             continue
         start = pools[s.pool.name].expected_start(count, replicas)
         if start is None:
@@ -396,7 +507,7 @@ def _waiting_message(
     w: PendingWorkload, st: _Static, wait: Scored | None, notes: dict[str, str]
 ) -> str:
     if not st.scored:
-        return f"no pool can run this workload ({len(st.infeasible)} ruled out, reasons below)"
+        return f"no pool can run this workload ({len(st.ruled_out)} ruled out, reasons below)"
     if wait is not None:
         return f"waiting for {wait.pool.name}: {notes[wait.pool.name]}"
     need = w.spec.accelerator

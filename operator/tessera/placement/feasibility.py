@@ -113,7 +113,7 @@ def static_reasons(
 def capacity_reason(workload: PendingWorkload, pool: PoolView, fit: NodeFit) -> str | None:
     """Why a feasible pool cannot take the whole gang now, or None when it can."""
     count, replicas = workload.spec.accelerator.count, workload.spec.replicas
-    room = fit.room(count, replicas)
+    room = fit.room(count)
     if room >= replicas:
         return None
     largest = fit.largest()

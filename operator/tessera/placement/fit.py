@@ -13,29 +13,28 @@ class NodeFit:
     Each pod goes to the node with the fewest free devices that still holds it (ties by node
     name), so gangs pack onto few nodes and large holes stay open for large pods."""
 
-    __slots__ = ("free", "levels", "version")
+    __slots__ = ("_rooms", "free", "levels", "version")
 
     def __init__(self, nodes: Iterable[tuple[str, int]]) -> None:
         self.free: dict[str, int] = {}
         self.levels: dict[int, list[str]] = {}
         self.version = 0
+        self._rooms: dict[int, int] = {}  # pods of a size that fit, until the next change
         for name, free in sorted(nodes):
             self.free[name] = free
             if free > 0:
                 self.levels.setdefault(free, []).append(name)
 
-    def room(self, count: int, enough: int | None = None) -> int:
-        """How many pods of `count` devices fit now (stops counting at `enough`)."""
-        pods = 0
-        for level, names in self.levels.items():
-            if level >= count:
-                pods += (level // count) * len(names)
-                if enough is not None and pods >= enough:
-                    return pods
+    def room(self, count: int) -> int:
+        """How many pods of `count` devices fit now."""
+        pods = self._rooms.get(count)
+        if pods is None:
+            pods = sum((level // count) * len(names) for level, names in self.levels.items())
+            self._rooms[count] = pods
         return pods
 
     def fits(self, count: int, replicas: int) -> bool:
-        return self.room(count, replicas) >= replicas
+        return self.room(count) >= replicas
 
     def largest(self) -> int:
         return max(self.levels, default=0)
@@ -51,6 +50,7 @@ class NodeFit:
             self._move(name, level, level - count)
             placed.append(name)
         self.version += 1
+        self._rooms.clear()
         return placed
 
     def give(self, name: str, devices: int) -> None:
@@ -58,6 +58,7 @@ class NodeFit:
         level = self.free[name]
         self._move(name, level, level + devices)
         self.version += 1
+        self._rooms.clear()
 
     def _move(self, name: str, old: int, new: int) -> None:
         if old > 0:
@@ -75,15 +76,17 @@ def earliest_fit(
     releases: Iterable[tuple[float, str, int]],
     count: int,
     replicas: int,
+    *,
+    presorted: bool = False,
 ) -> float | None:
     """The first release time after which a gang of `replicas` pods of `count` devices fits,
-    given free devices now and (time, node, devices) releases; 0.0 if it fits now, None if
-    the known releases never make room."""
+    given free devices now and (time, node, devices) releases (`presorted` when they come in
+    time order already); 0.0 if it fits now, None if the known releases never make room."""
     free = dict(free)
     pods = sum(f // count for f in free.values())
     if pods >= replicas:
         return 0.0
-    for at, node, devices in sorted(releases):
+    for at, node, devices in releases if presorted else sorted(releases):
         if node not in free:
             continue
         before = free[node]
