@@ -328,7 +328,10 @@ def test_upgrade_switches_on_ha_and_monitoring(upgraded: Release) -> None:
         assert f"--lease-namespace={upgraded.namespace}" in container["args"]
         assert "--log-format=json" in container["args"]
         assert container["resources"]["limits"]["memory"] == "768Mi"
-    assert len({p["spec"]["nodeName"] for p in pods}) == 2, "replicas spread over nodes"
+    # Spreading is a preference (a single schedulable node must still run both), so the
+    # check is that the scheduler is asked to, not where this run happened to put them.
+    anti = pods[0]["spec"]["affinity"]["podAntiAffinity"]
+    assert anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"] == 100
     assert upgraded.get("role", f"{RELEASE}-leader-election")
     assert upgraded.get("rolebinding", f"{RELEASE}-leader-election")
     assert upgraded.get("poddisruptionbudget", RELEASE)
