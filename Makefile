@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export KUBECONFIG_LOCAL := $(CURDIR)/.tessera/kubeconfig
 
-.PHONY: help venv tools cluster-up cluster-down demo test test-unit test-integration lint fmt crds bench clean
+.PHONY: help venv tools cluster-up cluster-down demo test test-unit lint fmt crds chart lock bench clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -42,19 +42,28 @@ test: $(STAMP) tools ## Run every test (unit, integration, e2e); starts its own 
 test-unit: $(STAMP) ## Run the pure-core tests only (no cluster)
 	@$(PY) -m pytest tests/unit
 
-lint: $(STAMP) ## ruff, mypy --strict, import contracts, hadolint
+lint: $(STAMP) tools ## ruff, mypy --strict, import contracts, hadolint, helm lint
 	@$(VENV)/bin/ruff check operator tests bench hack
 	@$(VENV)/bin/ruff format --check operator tests bench hack
 	@$(VENV)/bin/mypy
 	@$(VENV)/bin/lint-imports
-	@if [ -f Dockerfile ]; then $(VENV)/bin/hadolint Dockerfile; fi
+	@$(VENV)/bin/hadolint Dockerfile
+	@helm="$$($(PY) -c 'import sys; sys.path.insert(0, "hack"); import cluster; print(cluster.binaries()["helm"])')"; \
+		"$$helm" lint --strict charts/tessera
 
 fmt: $(STAMP) ## Format and auto-fix
 	@$(VENV)/bin/ruff format operator tests bench hack
 	@$(VENV)/bin/ruff check --fix operator tests bench hack
 
-crds: $(STAMP) ## Regenerate crds/ (and docs/api.md) from the API models
+crds: $(STAMP) ## Regenerate crds/, docs/api.md and the chart's generated parts from the models
 	@$(PY) hack/gen_crds.py
+	@$(PY) hack/sync_chart.py
+
+chart: $(STAMP) tools ## Regenerate the chart's CRDs and RBAC, and deploy/, from crds/ and the code
+	@$(PY) hack/sync_chart.py
+
+lock: $(STAMP) ## Rewrite requirements.lock (the image's pinned dependencies) from .venv
+	@$(PY) hack/lock_requirements.py
 
 bench: $(STAMP) ## Run the benchmarks; results land in bench/results/
 	@$(PY) bench/planning.py

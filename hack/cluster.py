@@ -32,7 +32,7 @@ REPO = HACK.parent
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 CONTROLLERS = (
     "garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher,"
-    "deployment,replicaset,job,podgc"
+    "deployment,replicaset,job,podgc,clusterrole-aggregation"
 )
 
 

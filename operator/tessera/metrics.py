@@ -74,6 +74,15 @@ CYCLE_SECONDS = Histogram(
 )
 
 
+LEADER = Gauge(
+    "tessera_leader",
+    "1 on the replica that holds the leader Lease and places workloads (always 1 without "
+    "leader election), 0 on a standby.",
+    registry=REGISTRY,
+)
+LEADER.set(1)
+
+
 def set_pool(pool: str, model: str, devices: dict[str, int], degraded: bool) -> None:
     for state in ("capacity", "allocatable", "allocated", "available"):
         POOL_DEVICES.labels(pool, model, state).set(devices.get(state, 0))
@@ -101,7 +110,6 @@ class Health:
         stall: float = 60.0,
     ) -> None:
         self._probe, self._heartbeat, self._ttl, self._stall = probe, heartbeat, ttl, stall
-        self._started = time.monotonic()
         self._checked, self._ok, self._error = 0.0, False, "not checked yet"
         self._lock = threading.Lock()
 
@@ -114,10 +122,9 @@ class Health:
                 except Exception as err:
                     self._ok, self._error = False, f"API server unreachable: {err}"
                 self._checked = time.monotonic()
-            beat = self._heartbeat()
-            last = beat if beat is not None else self._started
-            if self._ok and time.monotonic() - last > self._stall:
-                return False, f"placement loop has not run for {time.monotonic() - last:.0f}s"
+            beat = self._heartbeat()  # None until kopf has listed everything: no stall yet
+            if self._ok and beat is not None and time.monotonic() - beat > self._stall:
+                return False, f"placement loop has not run for {time.monotonic() - beat:.0f}s"
             return self._ok, self._error
 
 

@@ -344,10 +344,12 @@ def test_pool_columns(cluster: Any, crds: list[str]) -> None:
             "-p", json.dumps({"status": status}),
         )  # fmt: skip
         plain = cluster.kubectl("get", "acp", "columns-h100").stdout
-        assert _columns(plain) == ["NAME", "VENDOR", "MODEL", "NODES", "DEVICES", "DRAINING", "AGE"]
+        assert _columns(plain) == [
+            "NAME", "VENDOR", "MODEL", "NODES", "AVAILABLE", "DRAINING", "AGE",
+        ]  # fmt: skip
         out = cluster.kubectl("get", "acp", "columns-h100", "-o", "wide").stdout
         assert _columns(out) == [
-            "NAME", "VENDOR", "MODEL", "NODES", "DEVICES", "DRAINING", "AGE", "RESOURCE",
+            "NAME", "VENDOR", "MODEL", "NODES", "AVAILABLE", "DRAINING", "AGE", "RESOURCE",
             "PREFERENCE",
         ]  # fmt: skip
         row = re.split(r"\s+", out.splitlines()[1].strip())

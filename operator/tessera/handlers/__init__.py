@@ -12,7 +12,7 @@ from typing import Any
 
 import kopf
 
-from tessera import api
+from tessera import api, metrics
 from tessera.handlers.leadership import Leader
 from tessera.handlers.reconciler import Reconciler
 from tessera.world import World, node_facts, object_facts, pod_facts
@@ -113,7 +113,9 @@ async def run_loop(
             except Exception as err:
                 log.warning("leader election failed: %s", err)
                 leading = False
+            metrics.LEADER.set(1 if leading else 0)
             if not leading:
+                await asyncio.to_thread(reconciler.stand_by)
                 continue  # standing by, indexes warm
         world = _copy_world(indices)
         try:

@@ -17,7 +17,8 @@ from tessera.world import TERMINAL, ObjectFacts, Placed, PodFacts, World, condit
 
 log = logging.getLogger("tessera.reconciler")
 
-STATUS_KEYS = ("phase", "replicas", "readyReplicas", "summary", "message", "conditions")
+# Pool conditions where True is good news; for the others (Degraded, NodesOverlap) True is bad.
+POSITIVE_CONDITIONS = frozenset({"Ready", "AcceleratorResolved"})
 
 
 def _iso(now: datetime) -> str:
@@ -98,7 +99,7 @@ class Reconciler:
             prev = old.get(cond["type"])
             if prev is not None and prev.get("status") == cond["status"]:
                 continue
-            bad = (cond["type"] == "Ready") != (cond["status"] == "True")
+            bad = (cond["status"] == "True") != (cond["type"] in POSITIVE_CONDITIONS)
             if prev is None and not bad:
                 continue  # a healthy first status is not news
             self._event(facts, "AcceleratorPool", cond["reason"], cond["message"], warning=bad)
@@ -292,12 +293,22 @@ class Reconciler:
                         replica,
                         placed.assignments.get(replica),
                     )
-                    created += self.kube.create_pod(pod)
+                    created += self._create(facts, pod)
         if created and len(current) + created >= spec.replicas and phase == api.Phase.PLACED.value:
             metrics.PLACEMENT_LATENCY.observe(max(0.0, (now - facts.created).total_seconds()))
         self._write_lifecycle(facts, spec, placed, current, old, created, now)
         if spec.is_service and pool_spec.draining and not old and self._all_ready(current, spec):
             self._migrate(world, facts, spec, placed, now)
+
+    def _create(self, facts: ObjectFacts, pod: dict[str, Any]) -> bool:
+        """Creates one pod; a refusal (admission, quota) becomes a Warning event on the
+        Workload, so the user sees it with `kubectl describe`, and is retried next cycle."""
+        try:
+            return self.kube.create_pod(pod)
+        except ApiError as err:
+            name = pod["metadata"]["name"]
+            self._event(facts, "Workload", "FailedCreate", f"pod {name}: {err.message}", True)
+            raise
 
     def _all_ready(self, current: Mapping[int, PodFacts], spec: api.WorkloadSpec) -> bool:
         return sum(1 for p in current.values() if p.ready and not p.deleting) == spec.replicas
@@ -341,7 +352,7 @@ class Reconciler:
                     replica,
                     placed.assignments.get(replica),
                 )
-                created += self.kube.create_pod(new)
+                created += self._create(facts, new)
                 if replica in old_by_replica:
                     in_flight = True
                 continue
@@ -589,6 +600,14 @@ class Reconciler:
         self._known_pools = set(world.pools)
 
     _known_pools: set[str] = set()
+
+    def stand_by(self) -> None:
+        """A standby replica reports no workload or pool figures: only the leader's count."""
+        metrics.WORKLOADS.clear()
+        metrics.OLDEST_PENDING.set(0)
+        for name in self._known_pools:
+            metrics.forget_pool(name)
+        self._known_pools = set()
 
 
 def _now() -> datetime:
