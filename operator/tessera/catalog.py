@@ -1,6 +1,5 @@
-"""The accelerator catalog: the models Tessera knows, the node labels that identify them, and
-a pool's accelerator resolved from catalog, labels and spec. Imports only tessera.api (no I/O
-but reading the packaged data/catalog.yaml; no kopf, kubernetes or prometheus_client)."""
+"""The accelerator catalog (packaged data/catalog.yaml), label discovery and pool resolution.
+Imports only tessera.api: no kopf, kubernetes or prometheus_client, no I/O but its data file."""
 
 from __future__ import annotations
 

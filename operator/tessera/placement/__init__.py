@@ -1,6 +1,5 @@
-"""Placement, the pure core: feasibility with reasons, scoring, node-level gang fit, the
-planning cycle and its explanations. Imports tessera.api and tessera.catalog only: no kopf,
-kubernetes or prometheus_client, no clocks, randomness, environment or I/O."""
+"""Placement, the pure core: feasibility, scoring, contention, node-level fit, plan, explanations.
+Imports only tessera.api and tessera.catalog: no kopf, kubernetes, prometheus_client or I/O."""
 
 from tessera.placement.cycle import Decision, plan
 from tessera.placement.explain import MAX_CANDIDATES, table

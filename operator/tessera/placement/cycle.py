@@ -1,6 +1,5 @@
-"""The planning cycle: pending workloads in priority then age order, each placed on the best
-feasible pool that fits now (or left waiting, with reasons). No clocks, randomness or I/O;
-imports tessera.api and the placement modules only."""
+"""The planning cycle: plan(pending, snapshot, now) -> one Decision per workload, in queue order.
+Imports tessera.api and the placement modules only; no clocks, randomness, environment or I/O."""
 
 from __future__ import annotations
 
