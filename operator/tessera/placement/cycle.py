@@ -232,15 +232,16 @@ class _Pool:
         return at + self.backlog / max(self.view.devices, 1)
 
 
-def _signature(w: PendingWorkload, closed: frozenset[str]) -> tuple[object, ...]:
+def _signature(w: PendingWorkload, closed: tuple[str, ...]) -> tuple[object, ...]:
     """What decides a workload's feasibility and scores: workloads alike share one static
-    evaluation per cycle. `closed` are the pools whose namespace rule shuts its namespace
+    evaluation per cycle. `closed` are the pools (sorted: the signature's repr orders the
+    auction, so it must not depend on set order) whose namespace rule shuts its namespace
     out, so namespaces that no rule tells apart share too."""
     need, spec = w.spec.accelerator, w.spec
     weights = spec.weights
     return (
         closed,
-        w.excluded_pools,
+        tuple(sorted(w.excluded_pools)),
         spec.replicas,
         spec.objective,
         (weights.performance, weights.cost, weights.energy) if weights else None,
@@ -307,12 +308,12 @@ def plan(pending: Sequence[PendingWorkload], snapshot: Snapshot, now: datetime) 
     contention moves workloads between pools but never changes who runs."""
     pools = _pools(snapshot, now)
     statics: dict[tuple[object, ...], _Static] = {}
-    closed: dict[str, frozenset[str]] = {}
+    closed: dict[str, tuple[str, ...]] = {}
     queue = []
     for w in sorted(pending, key=_order_key):
         ns_labels = snapshot.namespaces.get(w.namespace, {})
         if w.namespace not in closed:
-            closed[w.namespace] = frozenset(
+            closed[w.namespace] = tuple(
                 p.view.name for p in pools if not p.view.allows_namespace(w.namespace, ns_labels)
             )
         sig = _signature(w, closed[w.namespace])
