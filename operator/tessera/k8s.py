@@ -104,8 +104,11 @@ class Kube:
 
     def __init__(self, api_client: client.ApiClient) -> None:
         self._api = api_client
-        # Fail over to the caller quickly; the loop retries on its own schedule.
-        self._api.configuration.retries = 0
+        # A pooled keep-alive connection the server closed is retried; anything else fails
+        # over to the caller quickly, and the loop retries on its own schedule.
+        self._api.configuration.retries = 2
+        # One connection per concurrent writer of the reconcile loop, and a few for the rest.
+        self._api.rest_client.pool_manager.connection_pool_kw["maxsize"] = 16
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
     @classmethod

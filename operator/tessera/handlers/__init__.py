@@ -84,15 +84,21 @@ def _single(index: Any) -> dict[Any, Any]:
     return {key: next(iter(store)) for key, store in index.items() if store}
 
 
-def _copy_world(indices: dict[str, Any]) -> World:
-    """Copies the indexes into a World; runs on the event loop, so nothing changes meanwhile."""
-    return World(
-        nodes=_single(indices["nodes_idx"]),
-        pods=list(_single(indices["pods_idx"]).values()),
-        pools=_single(indices["pools_idx"]),
-        workloads=_single(indices["workloads_idx"]),
-        namespaces=_single(indices["namespaces_idx"]),
-    )
+def _copy_indexes(indices: dict[str, Any]) -> dict[str, Any]:
+    """Copies the indexes; runs on the event loop, so nothing changes meanwhile."""
+    return {
+        "nodes": _single(indices["nodes_idx"]),
+        "pods": list(_single(indices["pods_idx"]).values()),
+        "pools": _single(indices["pools_idx"]),
+        "workloads": _single(indices["workloads_idx"]),
+        "namespaces": _single(indices["namespaces_idx"]),
+    }
+
+
+def _cycle(reconciler: Reconciler, copied: dict[str, Any]) -> None:
+    """Builds the World (the arithmetic over the copy) and runs one cycle, off the loop."""
+    world = World(**copied, recent=reconciler.recent_for(copied["workloads"]))
+    reconciler.cycle(world, datetime.now(UTC))
 
 
 async def run_loop(
@@ -117,9 +123,9 @@ async def run_loop(
             if not leading:
                 await asyncio.to_thread(reconciler.stand_by)
                 continue  # standing by, indexes warm
-        world = _copy_world(indices)
+        copied = _copy_indexes(indices)
         try:
-            await asyncio.to_thread(reconciler.cycle, world, datetime.now(UTC))
+            await asyncio.to_thread(_cycle, reconciler, copied)
         except Exception:
             log.exception("reconcile cycle failed; retrying")
             await asyncio.sleep(INTERVAL)

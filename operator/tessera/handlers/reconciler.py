@@ -4,7 +4,9 @@ materialises pods, keeps status true, falls back and migrates. I/O only through 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +18,8 @@ from tessera.k8s import Kube
 from tessera.world import TERMINAL, ObjectFacts, Placed, PodFacts, World, condition, pool_status
 
 log = logging.getLogger("tessera.reconciler")
+
+WRITERS = 8  # concurrent API writes within one cycle (the client's pool is sized to match)
 
 # Pool conditions where True is good news; for the others (Degraded, NodesOverlap) True is bad.
 POSITIVE_CONDITIONS = frozenset({"Ready", "AcceleratorResolved"})
@@ -37,24 +41,43 @@ class Reconciler:
         self.recent: dict[str, tuple[str, Placed]] = {}  # key -> (workload uid, placement)
         self.said: dict[str, str] = {}  # last event message per object, to avoid repeating
         self.heartbeat: float | None = None  # monotonic time the loop last went round
+        self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="tessera-write")
 
     # --- one cycle ------------------------------------------------------------------------
 
+    def recent_for(self, workloads: Mapping[str, ObjectFacts]) -> dict[str, Placed]:
+        """Decisions this process made that the index may not show yet, for the next World.
+        A decision is forgotten once the index shows it (or the workload is gone)."""
+        for key, (uid, placed) in list(self.recent.items()):
+            facts = workloads.get(key)
+            if facts is None or facts.uid != uid or facts.status.get("pool") == placed.pool:
+                del self.recent[key]
+        return {k: p for k, (_, p) in self.recent.items()}
+
     def cycle(self, world: World, now: datetime) -> None:
-        self._prune_recent(world)
-        live = {f"Workload/{k}" for k in world.workloads} | {
-            f"AcceleratorPool/None/{p}" for p in world.pools
-        }
+        """One pass over one World (built with `recent_for`): pools, placement, workloads."""
+        started = time.monotonic()
+        live = {f"Workload/{k}" for k in world.workloads}
+        live |= {f"AcceleratorPool/None/{p}" for p in world.pools}
         self.said = {k: v for k, v in self.said.items() if k.rpartition("/")[0] in live}
-        world.recent = {k: p for k, (_, p) in self.recent.items()}
-        world.__post_init__()  # recompute reservations with this process's recent decisions
         for name in sorted(world.pools):
             self._guard("AcceleratorPool", self._update_pool, world, name, now)
-        with metrics.CYCLE_SECONDS.time():
-            self._guard("Workload", self._place, world, now)
-        for key in sorted(world.workloads):
+        self._guard("Workload", self._place, world, now)
+        placed = time.monotonic()
+        # Workloads are independent of each other once placement is decided: materialise
+        # them concurrently, so a burst is bounded by the API server, not by round trips.
+        keys = sorted(world.workloads)
+
+        def reconcile(key: str) -> None:
             self._guard("Workload", self._reconcile_workload, world, key, now)
+
+        list(self._pool.map(reconcile, keys))
         self._metrics(world, now)
+        log.debug(
+            "cycle: %d workloads, %d pools, %d nodes; pools and placement %.2fs, workloads %.2fs",
+            len(keys), len(world.pools), len(world.nodes), placed - started,
+            time.monotonic() - placed,
+        )  # fmt: skip
 
     def _guard(self, kind: str, fn: Any, *args: Any) -> None:
         """One object's failure is logged and counted, never stops the loop."""
@@ -66,13 +89,6 @@ class Reconciler:
         except Exception:
             metrics.RECONCILE_ERRORS.labels(kind).inc()
             log.exception("reconciling %s failed unexpectedly", kind)
-
-    def _prune_recent(self, world: World) -> None:
-        """Forget a remembered decision once the index shows it (or the workload is gone)."""
-        for key, (uid, placed) in list(self.recent.items()):
-            facts = world.workloads.get(key)
-            if facts is None or facts.uid != uid or facts.status.get("pool") == placed.pool:
-                del self.recent[key]
 
     def _event(
         self, obj: ObjectFacts, kind: str, reason: str, message: str, warning: bool = False
@@ -152,14 +168,18 @@ class Reconciler:
             )
         if not pending:
             return
-        decisions = placement.plan(pending, world.snapshot(), now)
-        for decision in decisions:
-            key = f"{decision.namespace}/{decision.name}"
-            facts = world.workloads[key]
+        with metrics.CYCLE_SECONDS.time():
+            decisions = placement.plan(pending, world.snapshot(), now)
+
+        def record(decision: placement.Decision) -> None:
+            facts = world.workloads[f"{decision.namespace}/{decision.name}"]
             if decision.placed:
                 self._record_placement(world, facts, decision, now)
             else:
                 self._record_waiting(facts, decision, now)
+
+        # Decided together over one snapshot; written concurrently (each to its own object).
+        list(self._pool.map(lambda d: self._guard("Workload", record, d), decisions))
 
     def _placement_status(
         self, facts: ObjectFacts, decision: placement.Decision, now: datetime, message: str
