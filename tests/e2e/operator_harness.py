@@ -40,6 +40,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def install_crds(cluster: Any) -> None:
+    """Server-side applies crds/ and waits until the API server serves both kinds."""
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+    cluster.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/workloads.tessera.dev",
+        "crd/acceleratorpools.tessera.dev",
+    )
+
+
 class Operator:
     """A `tessera run` process; restartable and killable like a real pod."""
 

@@ -12,6 +12,7 @@ from operator_harness import (
     REPO,
     Kubectl,
     Operator,
+    install_crds,
     metric_value,
     namespace,
     wait_for,
@@ -25,14 +26,7 @@ import fleet as fleet_mod
 @pytest.fixture(scope="module")
 def installed(cluster: Any) -> Any:
     """CRDs and the example pools, as an admin would apply them."""
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/workloads.tessera.dev",
-        "crd/acceleratorpools.tessera.dev",
-    )
+    install_crds(cluster)
     cluster.kubectl(
         "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "examples/pools")
     )

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from operator_harness import (
-    REPO,
     RESOURCE,
     Kubectl,
     Operator,
     drop_pool,
+    install_crds,
     make_pool,
     namespace,
     set_draining,
@@ -26,14 +26,7 @@ from operator_harness import (
 
 @pytest.fixture(scope="module")
 def installed(cluster: Any) -> Any:
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/workloads.tessera.dev",
-        "crd/acceleratorpools.tessera.dev",
-    )
+    install_crds(cluster)
     return cluster
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
@@ -297,23 +297,18 @@ class Reconciler:
         accelerator = world.pool_state(placed.pool, with_free=False).accelerator.to_api()
         phase = facts.status.get("phase")
         created = 0
-        if spec.is_service:
-            created = self._reconcile_service(
-                world, facts, workload, placed, pool_spec, accelerator, current, old
+
+        def create(replica: int) -> bool:
+            node = placed.assignments.get(replica)
+            pod = runtime.build_pod(
+                workload, facts.uid, placed.pool, pool_spec, accelerator, replica, node
             )
+            return self._create(facts, pod)
+
+        if spec.is_service:
+            created = self._reconcile_service(facts, spec, placed, create, current, old)
         elif phase in (None, api.Phase.PENDING.value, api.Phase.PLACED.value):
-            for replica in range(spec.replicas):
-                if replica not in current:
-                    pod = runtime.build_pod(
-                        workload,
-                        facts.uid,
-                        placed.pool,
-                        pool_spec,
-                        accelerator,
-                        replica,
-                        placed.assignments.get(replica),
-                    )
-                    created += self._create(facts, pod)
+            created = sum(create(r) for r in range(spec.replicas) if r not in current)
         if created and len(current) + created >= spec.replicas and phase == api.Phase.PLACED.value:
             metrics.PLACEMENT_LATENCY.observe(max(0.0, (now - facts.created).total_seconds()))
         self._write_lifecycle(facts, spec, placed, current, old, created, now)
@@ -335,18 +330,15 @@ class Reconciler:
 
     def _reconcile_service(
         self,
-        world: World,
         facts: ObjectFacts,
-        workload: api.Workload,
+        spec: api.WorkloadSpec,
         placed: Placed,
-        pool_spec: api.AcceleratorPoolSpec,
-        accelerator: api.ResolvedAccelerator,
+        create: Callable[[int], bool],
         current: dict[int, PodFacts],
         old: list[PodFacts],
     ) -> int:
         """Keeps every replica running on the placed pool. While old pods run elsewhere (a
         migration), moves one replica at a time: the new pod Ready before the old is deleted."""
-        spec = workload.spec
         old_by_replica: dict[int | None, list[PodFacts]] = {}
         for p in old:
             old_by_replica.setdefault(p.replica, []).append(p)
@@ -363,16 +355,7 @@ class Reconciler:
             if pod is None:
                 if replica in old_by_replica and in_flight:
                     continue  # one replica at a time
-                new = runtime.build_pod(
-                    workload,
-                    facts.uid,
-                    placed.pool,
-                    pool_spec,
-                    accelerator,
-                    replica,
-                    placed.assignments.get(replica),
-                )
-                created += self._create(facts, new)
+                created += create(replica)
                 if replica in old_by_replica:
                     in_flight = True
                 continue
