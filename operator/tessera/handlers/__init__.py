@@ -29,7 +29,7 @@ WATCHED = (
 )
 
 INTERVAL = 2.0  # a full cycle at least this often, even when nothing seems to change
-SETTLE = 0.2  # after a change, wait this long so a burst is handled in one cycle
+SETTLE = 0.5  # after a change, wait this long so a burst (one kubectl apply) is one cycle
 
 _changed = threading.Event()  # set by the indexes whenever something they hold changes
 _indexed = threading.Event()  # set once kopf has pre-populated every index
