@@ -203,3 +203,37 @@ def test_more_capacity_lets_an_older_workload_upgrade_and_the_queue_decides() ->
     after = by_name(plan(queue, snapshot(l4, pool("h100", 3, 8, free=[0, 6, 1])), NOW))
     assert after["w2"].pool == "h100"  # the extra device let it have the faster pool...
     assert not after["big-memory"].placed  # ...which took the room the H100-only job had
+
+
+def test_cost_takes_the_cheapest_pool_expected_to_finish_in_time() -> None:
+    # per unit of work the L4 is cheaper than the H100, but ~3.5x slower (bf16)
+    snap = snapshot(pool("h100", 1, 8), pool("l4", 1, 8))
+    [d] = plan([workload(count=8, objective="cost", precision="bf16")], snap, NOW)
+    assert d.pool == "l4"  # no duration: price per unit of work alone
+    [d] = plan([workload(count=8, objective="cost", precision="bf16", duration="10h")], snap, NOW)
+    assert d.pool == "h100"  # the L4 would finish far more than 50 % later
+    l4 = next(c for c in d.candidates if c.pool == "l4")
+    assert l4.reasons and "more than 50% after the soonest (10.0h)" in l4.reasons[-1]
+    # a cheap pool within the slack wins over a faster, dearer one
+    near = pool("near", 1, 8, model="H100-SXM5-80GB", costPerDeviceHour=1.0)
+    snap = snapshot(pool("h200", 1, 8), near)
+    [d] = plan([workload(count=8, objective="cost", precision="bf16", duration="10h")], snap, NOW)
+    assert d.pool == "near"
+
+
+def test_cost_waits_for_a_cheap_pool_that_frees_up_in_time() -> None:
+    cheap = pool("cheap", 1, 8, model="H100-SXM5-80GB", costPerDeviceHour=1.0, free=[0],
+                 releases={0: [(2.0, 8)]})  # fmt: skip
+    snap = snapshot(cheap, pool("h100", 1, 8))
+    w = workload(count=8, objective="cost", precision="bf16", duration="10h")
+    [d] = plan([w], snap, NOW)
+    assert not d.placed and d.waiting_for == "cheap"
+    assert d.message == (
+        "waiting for cheap: expected to finish in 12.0h here, the cheapest within 50% of the "
+        "soonest (10.0h)"
+    )
+    # too long a wait: run now on the dearer pool
+    late = pool("cheap", 1, 8, model="H100-SXM5-80GB", costPerDeviceHour=1.0, free=[0],
+                releases={0: [(6.0, 8)]})  # fmt: skip
+    [d] = plan([w], snapshot(late, pool("h100", 1, 8)), NOW)
+    assert d.placed and d.pool == "h100"

@@ -8,18 +8,29 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 
 from tessera import api
 from tessera.placement import explain
 from tessera.placement.contention import Demand, shadow_prices
 from tessera.placement.feasibility import capacity_reason, static_reasons
 from tessera.placement.fit import NodeFit, earliest_fit
-from tessera.placement.scoring import Scored, score
+from tessera.placement.scoring import Scored, score, weights_for
 from tessera.placement.snapshot import PendingWorkload, PoolView, Snapshot
 
 # Waiting for a faster pool must save at least this share of the time to finish by running
 # now on the best pool that fits: estimates are rough, and a placement now is certain.
 WAIT_MARGIN = 0.1
+
+_NO_NOTES: Mapping[str, str] = MappingProxyType({})
+_duration = functools.lru_cache(maxsize=4096)(api.parse_duration)  # workloads share a few
+
+# The `cost` objective (weights on cost alone), given an estimated duration, takes the pool
+# with the lowest price per unit of work among those expected to finish within this share
+# of the soonest expected finish (known releases, work waiting, the run at the pool's speed),
+# waiting for it if it has no room now. Measured in bench/quality.py: 0.25 saves too little,
+# 0.6 and up costs more than 10 % in completion time at half load.
+COST_SLACK = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +48,20 @@ class _Scan:
     """Which pools fit one kind of workload: valid until the pass places anything."""
 
     key: tuple[int, int, int]  # pass, placements so far in it, the order looked at
-    known: dict[int, bool]
-    rows: tuple[_Row, ...] | None = None  # the explanation, when no note was added
+    ranked: list[_Ranked]  # the order looked at
+    pools: dict[str, _Pool]
+    shape: tuple[int, int]  # devices per pod, replicas
+    known: dict[int, bool] = field(default_factory=dict)  # by index into ranked: fits now
+    rows: tuple[_Row, ...] | None = None  # the explanation, less any decision's notes
+
+    def fits(self, i: int) -> bool:
+        """Whether the gang fits now on the pool at `i` in the order looked at."""
+        known = self.known.get(i)
+        if known is None:
+            count, replicas = self.shape
+            pool = self.pools[self.ranked[i].scored.pool.name]
+            known = self.known[i] = pool.fit.fits(count, replicas)
+        return known
 
 
 @dataclass(slots=True)
@@ -51,19 +74,52 @@ class _Pass:
     placements: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class _Speeds:
+    throughput: tuple[float, ...]
+    total: tuple[float, ...]
+    fastest_first: tuple[int, ...]
+
+
 @dataclass(slots=True)
 class _Static:
     """What does not change while the cycle runs, for one kind of workload."""
 
     scored: list[Scored]
-    ruled_out: list[PoolView]  # nearest misses first: fewest reasons, then name
+    ruled_out: tuple[PoolView, ...]  # nearest misses first: fewest reasons, then name
     best_throughput: float
     shape: tuple[int, int]  # replicas, devices per pod
+    cost_only: bool = False  # the objective weighs cost alone: bounded by completion time
     count: int = 0  # workloads of this kind the first pass placed
     quota: dict[str, int] = field(default_factory=dict)  # the auction's share per pool
     ranked: dict[bool, list[_Ranked]] = field(default_factory=dict)  # by: contention priced
     orders: dict[frozenset[str], list[_Ranked]] = field(default_factory=dict)  # by: quota open
     scan: _Scan | None = None  # the last look at which pools fit this kind
+    by_speed: dict[int, _Speeds] = field(default_factory=dict)  # by id(order)
+    cuts: dict[int, tuple[PoolView, ...]] = field(default_factory=dict)  # ruled_out[:n], by n
+    # the explanation's row of each pool shown, by (id(order), index), with the pool's fit
+    # and its version when made: reused while that pool is unchanged
+    rows: dict[tuple[int, int], tuple[NodeFit, int, _Row]] = field(default_factory=dict)
+
+    def nearest_misses(self, n: int) -> tuple[PoolView, ...]:
+        """The first n of ruled_out, one tuple per n for the cycle."""
+        cut = self.cuts.get(n)
+        if cut is None:
+            cut = self.cuts[n] = self.ruled_out[:n]
+        return cut
+
+    def speeds(self, ranked: list[_Ranked]) -> _Speeds:
+        """Throughputs and totals of `ranked` (one of this kind's orders, kept for the
+        cycle) in its order, and its indices fastest first."""
+        key = id(ranked)
+        if key not in self.by_speed:
+            tp = [r.scored.throughput for r in ranked]
+            self.by_speed[key] = _Speeds(
+                tuple(tp),
+                tuple(r.scored.total for r in ranked),
+                tuple(sorted(range(len(ranked)), key=lambda i: -tp[i])),
+            )
+        return self.by_speed[key]
 
     def rank(self, devices: int, prices: dict[str, float]) -> list[_Ranked]:
         """Feasible pools by score less contention, best first; equal to a hundredth of a
@@ -131,6 +187,10 @@ class Decision:
     message: str = ""
     _rows: tuple[_Row, ...] = field(default=(), repr=False, compare=False)
     _ruled_out: tuple[PoolView, ...] = field(default=(), repr=False, compare=False)
+    _notes: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # the cost objective's pools shown that would finish too late: the soonest finish, then
+    # each such pool's name and finish; their notes are written when the explanation is read
+    _late: tuple[str | float, ...] = field(default=(), repr=False, compare=False)
     _workload: PendingWorkload | None = field(default=None, repr=False, compare=False)
     _namespace_labels: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -142,6 +202,8 @@ class Decision:
     def candidates(self) -> tuple[api.Candidate, ...]:
         """The pools considered, best first, at most MAX_CANDIDATES: feasible ones in the
         order the workload took them, then the nearest misses with every reason."""
+        notes = _late_notes(self._late)
+        notes.update(self._notes)
         rows = [
             explain.candidate(
                 r.ranked.scored.pool.name,
@@ -150,9 +212,10 @@ class Decision:
                 fits_now=r.fits_now,
                 score=r.ranked.score,
                 breakdown=r.ranked.breakdown,
-                reasons=r.reasons,
+                reasons=(*r.reasons, notes[name]) if name in notes else r.reasons,
             )
             for r in self._rows
+            for name in (r.ranked.scored.pool.name,)
         ]
         if self._workload is not None:
             rows.extend(
@@ -276,7 +339,9 @@ def _static(w: PendingWorkload, pools: Sequence[_Pool], ns_labels: Mapping[str, 
     infeasible.sort(key=lambda t: (t[0], t[1]))
     best = max((s.throughput for s in scored), default=0.0)
     shape = (w.spec.replicas, w.spec.accelerator.count)
-    return _Static(scored, [view for _, _, view in infeasible], best, shape)
+    wp, wc, we = weights_for(w.spec)
+    cost_only = wc > 0 and wp == 0 and we == 0
+    return _Static(scored, tuple(view for _, _, view in infeasible), best, shape, cost_only)
 
 
 def _pools(snapshot: Snapshot, now: datetime) -> list[_Pool]:
@@ -381,35 +446,52 @@ def _decide(
     ranked = st.order(count * replicas, prices)
     key = (state.serial, state.placements, id(ranked))
     if st.scan is None or st.scan.key != key:  # something was placed since: look again
-        st.scan = _Scan(key, {})
+        st.scan = _Scan(key, ranked, pools, (count, replicas))
     scan = st.scan
+    fits = scan.fits
 
-    def fits(i: int) -> bool:
-        if i not in scan.known:
-            scan.known[i] = pools[ranked[i].scored.pool.name].fit.fits(count, replicas)
-        return scan.known[i]
-
-    first = next((i for i in range(len(ranked)) if fits(i)), None)
-    duration = w.spec.duration_seconds()
+    estimate = w.spec.estimated_duration
+    duration = _duration(estimate) if estimate else None
     notes: dict[str, str] = {}
+    late: _Late | None = None
     wait: Scored | None = None
-    if duration is not None and ranked:
-        wait = _better_by_waiting(w, st, pools, ranked, fits, first, duration, notes)
+    if duration is not None and ranked and st.cost_only:
+        first, wait, late = _cheapest_in_time(w, st, pools, ranked, fits, duration, notes)
+    else:
+        first = None
+        for i in range(len(ranked)):
+            if fits(i):
+                first = i
+                break
+        if duration is not None and ranked:
+            wait = _better_by_waiting(w, st, pools, ranked, fits, first, duration, notes)
     chosen = ranked[first] if first is not None and wait is None else None
 
-    shown = scan.rows if not notes else None
-    if shown is None:
+    shown = scan.rows
+    if shown is None:  # a decision's notes are added when its explanation is read
         rows = []
         for i, r in enumerate(ranked[: explain.MAX_CANDIDATES]):
-            pool = r.scored.pool
-            reasons = [] if fits(i) else [capacity_reason(w, pool, pools[pool.name].fit) or ""]
-            if pool.name in notes:
-                reasons.append(notes[pool.name])
-            rows.append(_Row(r, fits(i), tuple(reasons)))
-        shown = tuple(rows)
-        if not notes:
-            scan.rows = shown
-    ruled_out = tuple(st.ruled_out[: explain.MAX_CANDIDATES - len(shown)])
+            fit = pools[r.scored.pool.name].fit
+            seen = st.rows.get((id(ranked), i))
+            if seen is not None and seen[0] is fit and seen[1] == fit.version:
+                row = seen[2]  # the pool has not changed since: the same row
+                scan.known[i] = row.fits_now
+            else:
+                now = fits(i)
+                reasons = () if now else (capacity_reason(w, r.scored.pool, fit) or "",)
+                row = _Row(r, now, reasons)
+                st.rows[id(ranked), i] = (fit, fit.version, row)
+            rows.append(row)
+        shown = scan.rows = tuple(rows)
+    ruled_out = st.nearest_misses(explain.MAX_CANDIDATES - len(shown))
+    late_shown: tuple[str | float, ...] = ()
+    if late is not None:
+        for i, row in enumerate(shown):
+            t = late.runs[i] if row.fits_now else late.done.get(i, math.inf)
+            if i != late.pick and late.bound < t < math.inf:
+                late_shown += (row.ranked.scored.pool.name, t)
+        if late_shown:
+            late_shown = (late.soonest, *late_shown)
 
     if chosen is not None:
         pool = chosen.scored.pool
@@ -436,6 +518,8 @@ def _decide(
             f"{replicas} x {count} {pool.resource}",
             _rows=shown,
             _ruled_out=ruled_out,
+            _notes=notes or _NO_NOTES,
+            _late=late_shown,
             _workload=w,
             _namespace_labels=ns_labels,
         )
@@ -452,6 +536,8 @@ def _decide(
         message=_waiting_message(w, st, wait, notes),
         _rows=shown,
         _ruled_out=ruled_out,
+        _notes=notes or _NO_NOTES,
+        _late=late_shown,
         _workload=w,
         _namespace_labels=ns_labels,
     )
@@ -501,6 +587,101 @@ def _better_by_waiting(
     else:
         notes[s.pool.name] = f"expected to finish soonest here: in {explain.hours(done)}"
     return s
+
+
+@dataclass(frozen=True, slots=True)
+class _Late:
+    """What the cost objective's notes on pools that would finish too late are built from."""
+
+    pick: int
+    bound: float
+    soonest: float
+    runs: list[float]
+    done: dict[int, float]
+
+
+def _late_notes(late: tuple[str | float, ...]) -> dict[str, str]:
+    """The notes on the pools shown that would finish more than COST_SLACK after the soonest,
+    from a decision's `_late`."""
+    if not late:
+        return {}
+    soonest = explain.hours(float(late[0]))
+    return {
+        str(name): f"expected to finish in {explain.hours(float(t))}, more than "
+        f"{COST_SLACK:.0%} after the soonest ({soonest})"
+        for name, t in zip(late[1::2], late[2::2], strict=True)
+    }
+
+
+def _cheapest_in_time(
+    w: PendingWorkload,
+    st: _Static,
+    pools: dict[str, _Pool],
+    ranked: list[_Ranked],
+    fits: Callable[[int], bool],
+    duration: float,
+    notes: dict[str, str],
+) -> tuple[int | None, Scored | None, _Late | None]:
+    """For the cost objective: the first pool in ranked order (cheapest work first, after
+    contention) whose expected completion is within COST_SLACK of the soonest expected
+    completion over the feasible pools; pools whose start is unknown are left out, and when
+    every one is, the first that fits now. Returns (index to place on now, None) or (None,
+    the pool to wait for), and what the notes on the pools that would finish too late are
+    built from when the explanation is read."""
+    count, replicas = w.spec.accelerator.count, w.spec.replicas
+    speeds = st.speeds(ranked)
+    work = duration * st.best_throughput
+    runs = [work / t if t > 0 else math.inf for t in speeds.throughput]
+    done: dict[int, float] = {}  # expected finish, by index into ranked
+
+    # the soonest finish: fastest pools first; a finish is never before its run time
+    soonest = math.inf
+    for i in speeds.fastest_first:
+        run = runs[i]
+        if run >= soonest:
+            break
+        if fits(i):
+            done[i] = run
+        else:
+            start = pools[ranked[i].scored.pool.name].expected_start(count, replicas)
+            done[i] = math.inf if start is None else start + run
+        soonest = min(soonest, done[i])
+    if math.isinf(soonest):
+        for i in range(len(ranked)):
+            if fits(i):
+                return i, None, None
+        return None, None, None
+    bound = soonest * (1 + COST_SLACK)
+    pick = -1
+    for i, run in enumerate(runs):
+        if run > bound:
+            continue
+        end = done.get(i)
+        if end is None:
+            if fits(i):
+                end = run
+            else:
+                start = pools[ranked[i].scored.pool.name].expected_start(count, replicas)
+                end = math.inf if start is None else start + run
+            done[i] = end
+        if end <= bound:
+            pick = i
+            break
+    if not fits(pick):  # wait only for a pool cheaper than every one in time that fits now
+        totals = speeds.total
+        total = totals[pick]
+        for i, run in enumerate(runs):
+            if run <= bound and totals[i] >= total and fits(i):
+                pick = i
+                break
+    late = _Late(pick, bound, soonest, runs, done)
+    if fits(pick):
+        return pick, None, late
+    notes[ranked[pick].scored.pool.name] = (
+        f"expected to finish in {explain.hours(done[pick])} here, the cheapest within "
+        f"{COST_SLACK:.0%} of the soonest ({explain.hours(soonest)})"
+    )
+    return None, ranked[pick].scored, late
 
 
 def _waiting_message(
