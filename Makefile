@@ -67,7 +67,7 @@ lock: $(STAMP) ## Rewrite requirements.lock (the image's pinned dependencies) fr
 
 bench: $(STAMP) ## Run the benchmarks; results land in bench/results/
 	@$(PY) bench/planning.py
-	@$(PY) bench/quality.py
+	@$(PY) bench/quality.py --jobs 2000 --seeds 2
 
 clean: cluster-down ## Stop the cluster and remove the virtualenv (the binary cache stays)
 	@rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
