@@ -307,7 +307,9 @@ def test_spec_changes_replan_a_waiting_workload_and_leave_a_placed_one_alone(ns:
        '{"spec":{"accelerator":{"models":["A100-SXM4-80GB","H100-SXM5-80GB"]}}}')  # fmt: skip
     assert placed(ns, "picky")["pool"] == "h100"
     # Placed: a change that does not touch placement (the objective) moves nothing.
+    ns("wait", "--for=condition=Ready", "awl/picky", "-n", ns.ns, "--timeout=60s")
     pods = {p["metadata"]["uid"] for p in ns.pods(**{"tessera.dev/workload": "picky"})}
+    assert len(pods) == 1
     ns("patch", "awl", "picky", "-n", ns.ns, "--type=merge", "-p", '{"spec":{"objective":"cost"}}')
     generation = ns.awl("picky")["metadata"]["generation"]
     wait_for(

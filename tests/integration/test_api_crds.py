@@ -354,7 +354,7 @@ def test_pool_columns(cluster: Any, crds: list[str]) -> None:
         ]  # fmt: skip
         row = re.split(r"\s+", out.splitlines()[1].strip())
         assert row[:6] == ["columns-h100", "nvidia", "H100-SXM5-80GB", "3/4", "20/32", "false"]
-        assert row[-2:] == ["nvidia.com/gpu", "10"]
+        assert row[-2:] == ["nvidia.com/gpu", str(pool["spec"]["preference"])]
         # Short name, category and selectable fields.
         assert "columns-h100" in cluster.kubectl("get", "tessera").stdout
         selected = cluster.kubectl(
