@@ -390,11 +390,7 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
     reason = (
         "Resolved"
         if resolved_ok
-        else (
-            "ModelConflict"
-            if "conflict" in " ".join(problems) or "say" in " ".join(problems)
-            else "UnknownModel"
-        )
+        else ("ModelConflict" if state.resolution == "conflict" else "UnknownModel")
     )
     conditions.append(
         condition(
@@ -465,4 +461,68 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
         },
         "summary": {"nodes": f"{len(ready)}/{len(nodes)}", "devices": f"{available}/{allocatable}"},
         "conditions": conditions,
+    }
+
+
+def lifecycle_status(
+    spec: api.WorkloadSpec,
+    pool: str,
+    status: Mapping[str, Any],
+    generation: int,
+    current: Mapping[int, PodFacts],
+    old: Iterable[PodFacts],
+    created: int,
+    now: datetime,
+) -> dict[str, Any]:
+    """Phase, replica counts and conditions of a placed workload, from its pods: `current` on
+    its pool (by replica), `old` still running elsewhere (a migration), `created` this cycle."""
+    want = spec.replicas
+    old = list(old)
+    live = [p for p in current.values() if not p.deleting]
+    ready_replicas = {p.replica for p in live if p.ready and not p.terminal}
+    ready_replicas |= {p.replica for p in old if p.ready}
+    succeeded = [p for p in live if p.phase == "Succeeded"]
+    failed = [p for p in live if p.phase == "Failed"]
+    ready = len(ready_replicas) + len(succeeded)
+    was = status.get("phase") or api.Phase.PLACED.value
+    previous = status.get("conditions") or []
+    kept = [c for c in previous if c.get("type") not in ("Ready", "Complete", "Failed")]
+    message = str(status.get("message", ""))
+    batch = not spec.is_service
+
+    def cond(type_: str, ok: bool, reason: str, text: str) -> dict[str, Any]:
+        return condition(type_, ok, reason, text, generation, previous, now)
+
+    if batch and failed:
+        phase, message = api.Phase.FAILED, f"pod {failed[0].name} failed"
+        new = [
+            cond("Failed", True, "PodFailed", message),
+            cond("Ready", False, "PodFailed", message),
+        ]
+    elif batch and len(succeeded) == want:
+        phase, message = api.Phase.SUCCEEDED, f"all {want} pods succeeded"
+        new = [
+            cond("Complete", True, "Succeeded", message),
+            cond("Ready", True, "Succeeded", message),
+        ]
+    elif batch and was == api.Phase.RUNNING.value and len(live) + created < want:
+        phase, message = api.Phase.FAILED, f"{want - len(live)} pods vanished before completing"
+        new = [cond("Failed", True, "PodLost", message), cond("Ready", False, "PodLost", message)]
+    elif ready >= want:
+        phase = api.Phase.RUNNING
+        new = [cond("Ready", True, "AllReplicasReady", f"{want}/{want} replicas ready on {pool}")]
+    else:
+        healing = spec.is_service and was == api.Phase.RUNNING.value
+        started = len(live) + created >= want and all(p.phase == "Running" for p in live)
+        phase = api.Phase.RUNNING if healing or started else api.Phase.PLACED
+        new = [cond("Ready", False, "ReplicasNotReady", f"{ready}/{want} replicas ready on {pool}")]
+    shown = min(ready, want)
+    return {
+        "phase": phase.value,
+        "replicas": len([p for p in live if not p.terminal]) + created + len(old),
+        "readyReplicas": shown,
+        "summary": {"ready": f"{shown}/{want}"},
+        "message": message,
+        "conditions": kept + new,
+        "observedGeneration": generation,
     }

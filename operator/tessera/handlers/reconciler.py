@@ -15,7 +15,17 @@ from pydantic import ValidationError
 from tessera import api, metrics, placement, runtime
 from tessera.errors import ApiError, Conflict, NotFound, TesseraError
 from tessera.k8s import Kube
-from tessera.world import TERMINAL, ObjectFacts, Placed, PodFacts, World, condition, pool_status
+from tessera.world import (
+    TERMINAL,
+    ObjectFacts,
+    Placed,
+    PodFacts,
+    World,
+    condition,
+    lifecycle_status,
+    pool_status,
+    validation_message,
+)
 
 log = logging.getLogger("tessera.reconciler")
 
@@ -41,6 +51,7 @@ class Reconciler:
         self.recent: dict[str, tuple[str, Placed]] = {}  # key -> (workload uid, placement)
         self.said: dict[str, str] = {}  # last event message per object, to avoid repeating
         self.heartbeat: float | None = None  # monotonic time the loop last went round
+        self._known_pools: set[str] = set()  # pools with metric series, to drop deleted ones
         self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="tessera-write")
 
     # --- one cycle ------------------------------------------------------------------------
@@ -60,8 +71,9 @@ class Reconciler:
         live = {f"Workload/{k}" for k in world.workloads}
         live |= {f"AcceleratorPool/None/{p}" for p in world.pools}
         self.said = {k: v for k, v in self.said.items() if k.rpartition("/")[0] in live}
-        for name in sorted(world.pools):
-            self._guard("AcceleratorPool", self._update_pool, world, name, now)
+        statuses = {name: pool_status(world, name, now) for name in sorted(world.pools)}
+        for name, status in statuses.items():
+            self._guard("AcceleratorPool", self._update_pool, world, name, status)
         self._guard("Workload", self._place, world, now)
         placed = time.monotonic()
         # Workloads are independent of each other once placement is decided: materialise
@@ -72,7 +84,7 @@ class Reconciler:
             self._guard("Workload", self._reconcile_workload, world, key, now)
 
         list(self._pool.map(reconcile, keys))
-        self._metrics(world, now)
+        self._metrics(world, statuses, now)
         log.debug(
             "cycle: %d workloads, %d pools, %d nodes; pools and placement %.2fs, workloads %.2fs",
             len(keys), len(world.pools), len(world.nodes), placed - started,
@@ -104,9 +116,8 @@ class Reconciler:
 
     # --- pools ----------------------------------------------------------------------------
 
-    def _update_pool(self, world: World, name: str, now: datetime) -> None:
+    def _update_pool(self, world: World, name: str, status: dict[str, Any]) -> None:
         facts = world.pools[name]
-        status = pool_status(world, name, now)
         current = {k: facts.status.get(k) for k in status}
         if current != status:
             self.kube.patch_pool_status(name, status)
@@ -122,27 +133,21 @@ class Reconciler:
 
     # --- placement ------------------------------------------------------------------------
 
-    def _spec(self, facts: ObjectFacts) -> api.WorkloadSpec | None:
+    def _spec(self, facts: ObjectFacts, now: datetime) -> api.WorkloadSpec | None:
+        """The parsed spec, or None after saying in status and an event which field is wrong."""
         try:
             return api.WorkloadSpec.model_validate(facts.spec)
         except ValidationError as err:
-            message = "; ".join(
-                f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()[:3]
-            )
+            message = validation_message(err)
             conds = facts.status.get("conditions") or []
-            cond = condition(
-                "Ready", False, "InvalidSpec", message, facts.generation, conds, _now()
-            )
+            cond = condition("Ready", False, "InvalidSpec", message, facts.generation, conds, now)
             if facts.status.get("message") != message:
-                self.kube.patch_workload_status(
-                    facts.namespace or "",
-                    facts.name,
-                    {
-                        "message": message,
-                        "conditions": [cond],
-                        "observedGeneration": facts.generation,
-                    },
-                )
+                status = {
+                    "message": message,
+                    "conditions": [cond],
+                    "observedGeneration": facts.generation,
+                }
+                self.kube.patch_workload_status(facts.namespace or "", facts.name, status)
                 self._event(facts, "Workload", "InvalidSpec", message, warning=True)
             return None
 
@@ -153,7 +158,7 @@ class Reconciler:
                 continue
             if world.placement_of(key) is not None:
                 continue
-            spec = self._spec(facts)
+            spec = self._spec(facts, now)
             if spec is None:
                 continue
             excluded = tuple(e.get("pool", "") for e in facts.status.get("excludedPools") or [])
@@ -270,7 +275,7 @@ class Reconciler:
         placed = world.placement_of(key)
         if placed is None:
             return
-        spec = self._spec(facts)
+        spec = self._spec(facts, now)
         if spec is None:
             return
         pods = [p for p in world.pods_by_workload.get(key, []) if p.owner_uid == facts.uid]
@@ -287,11 +292,8 @@ class Reconciler:
             why = f"pods unschedulable for over {limit}s: {stuck.unschedulable_message}"
             self._withdraw(facts, placed, list(current.values()), why, now)
             return
-        workload = api.Workload.model_validate(
-            {
-                "metadata": {"name": facts.name, "namespace": facts.namespace},
-                "spec": spec.model_dump(by_alias=True),
-            }
+        workload = api.Workload(
+            metadata={"name": facts.name, "namespace": facts.namespace}, spec=spec
         )
         pool_spec = world.pool_specs[placed.pool]
         accelerator = world.pool_state(placed.pool, with_free=False).accelerator.to_api()
@@ -489,83 +491,11 @@ class Reconciler:
         created: int,
         now: datetime,
     ) -> None:
-        """Phase, replica counts and conditions from the pods, written only when they change."""
-        want = spec.replicas
-        live = [p for p in current.values() if not p.deleting]
-        ready_replicas = {p.replica for p in live if p.ready and not p.terminal}
-        ready_replicas |= {p.replica for p in old if p.ready}
-        succeeded = [p for p in live if p.phase == "Succeeded"]
-        failed = [p for p in live if p.phase == "Failed"]
-        phase = facts.status.get("phase") or api.Phase.PLACED.value
-        gen = facts.generation
-        conds = [
-            c
-            for c in facts.status.get("conditions") or []
-            if c.get("type") not in ("Ready", "Complete", "Failed")
-        ]
-        message = facts.status.get("message", "")
-        new_conds = []
-        if not spec.is_service and failed:
-            phase = api.Phase.FAILED.value
-            message = f"pod {failed[0].name} failed"
-            new_conds.append(condition("Failed", True, "PodFailed", message, gen, conds, now))
-            new_conds.append(condition("Ready", False, "PodFailed", message, gen, conds, now))
-        elif not spec.is_service and len(succeeded) == want:
-            phase = api.Phase.SUCCEEDED.value
-            message = f"all {want} pods succeeded"
-            new_conds.append(condition("Complete", True, "Succeeded", message, gen, conds, now))
-            new_conds.append(condition("Ready", True, "Succeeded", message, gen, conds, now))
-        elif (
-            not spec.is_service and phase == api.Phase.RUNNING.value and len(live) + created < want
-        ):
-            phase = api.Phase.FAILED.value
-            message = f"{want - len(live)} pods vanished before completing"
-            new_conds.append(condition("Failed", True, "PodLost", message, gen, conds, now))
-            new_conds.append(condition("Ready", False, "PodLost", message, gen, conds, now))
-        else:
-            ready = len(ready_replicas) + len(succeeded)
-            if ready >= want:
-                phase = api.Phase.RUNNING.value
-                new_conds.append(
-                    condition(
-                        "Ready",
-                        True,
-                        "AllReplicasReady",
-                        f"{want}/{want} replicas ready on {placed.pool}",
-                        gen,
-                        conds,
-                        now,
-                    )
-                )
-            else:
-                if spec.is_service and phase == api.Phase.RUNNING.value:
-                    phase = api.Phase.RUNNING.value  # a service stays Running while it heals
-                elif len(live) + created >= want and all(p.phase == "Running" for p in live):
-                    phase = api.Phase.RUNNING.value
-                else:
-                    phase = api.Phase.PLACED.value
-                waiting = f"{ready}/{want} replicas ready on {placed.pool}"
-                new_conds.append(
-                    condition("Ready", False, "ReplicasNotReady", waiting, gen, conds, now)
-                )
-            if (
-                not spec.is_service
-                and phase == api.Phase.RUNNING.value
-                and message.startswith("placed")
-            ):
-                message = facts.status.get("message", "")
-        counted_ready = len(ready_replicas) + len(succeeded)
-        status = {
-            "phase": phase,
-            "replicas": len([p for p in live if not p.terminal]) + created + len(old),
-            "readyReplicas": min(counted_ready, want),
-            "summary": {"ready": f"{min(counted_ready, want)}/{want}"},
-            "message": message,
-            "conditions": conds + new_conds,
-            "observedGeneration": gen,
-        }
-        current_status = {k: facts.status.get(k) for k in status}
-        if current_status == status:
+        """Writes the lifecycle status the pods imply, only when it changed."""
+        status = lifecycle_status(
+            spec, placed.pool, facts.status, facts.generation, current, old, created, now
+        )
+        if {k: facts.status.get(k) for k in status} == status:
             return
         try:
             self.kube.patch_workload_status(
@@ -573,12 +503,14 @@ class Reconciler:
             )
         except (Conflict, NotFound):
             return
+        phase = status["phase"]
         if phase != facts.status.get("phase") and phase in TERMINAL:
-            self._event(facts, "Workload", phase, message, warning=phase == api.Phase.FAILED.value)
+            warning = phase == api.Phase.FAILED.value
+            self._event(facts, "Workload", phase, status["message"], warning=warning)
 
     # --- metrics ----------------------------------------------------------------------------
 
-    def _metrics(self, world: World, now: datetime) -> None:
+    def _metrics(self, world: World, statuses: Mapping[str, dict[str, Any]], now: datetime) -> None:
         phases = dict.fromkeys((p.value for p in api.Phase), 0)
         oldest = 0.0
         for key, facts in world.workloads.items():
@@ -592,7 +524,7 @@ class Reconciler:
             metrics.WORKLOADS.labels(phase).set(n)
         metrics.OLDEST_PENDING.set(oldest)
         for name in world.pool_specs:
-            status = pool_status(world, name, now)
+            status = statuses[name]
             model = (status.get("accelerator") or {}).get("model", "Unknown")
             degraded = any(
                 c["type"] == "Degraded" and c["status"] == "True" for c in status["conditions"]
@@ -602,8 +534,6 @@ class Reconciler:
             metrics.forget_pool(name)
         self._known_pools = set(world.pools)
 
-    _known_pools: set[str] = set()
-
     def stand_by(self) -> None:
         """A standby replica reports no workload or pool figures: only the leader's count."""
         metrics.WORKLOADS.clear()
@@ -611,9 +541,3 @@ class Reconciler:
         for name in self._known_pools:
             metrics.forget_pool(name)
         self._known_pools = set()
-
-
-def _now() -> datetime:
-    from datetime import UTC
-
-    return datetime.now(UTC)

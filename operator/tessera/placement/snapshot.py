@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -55,6 +56,9 @@ class PoolState(api._Model):
     )
     problems: tuple[str, ...] = Field(
         (), description="Why the accelerator cannot be used (unknown model, conflict)."
+    )
+    resolution: Literal["resolved", "unknown", "conflict"] = Field(
+        "resolved", description="How resolving the accelerator went (catalog.Resolution)."
     )
 
 
@@ -113,6 +117,7 @@ def pool_state(name: str, spec: api.AcceleratorPoolSpec, nodes: Iterable[NodeSta
         nodes=nodes,
         software=software,
         problems=resolution.problems,
+        resolution=resolution.status,
     )
 
 

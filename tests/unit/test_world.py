@@ -1,0 +1,76 @@
+"""The operator's pure arithmetic: lifecycle status from pods, without a cluster."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tessera import api
+from tessera.world import PodFacts, lifecycle_status
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def spec(replicas: int = 2, restart: str = "Never") -> api.WorkloadSpec:
+    template = {"spec": {"restartPolicy": restart, "containers": [{"name": "m", "image": "x"}]}}
+    return api.WorkloadSpec(replicas=replicas, template=template)
+
+
+def pod(replica: int, phase: str = "Running", ready: bool = True, pool: str = "h100") -> PodFacts:
+    return PodFacts(
+        namespace="ml", name=f"w-{pool}-{replica}", uid=f"u{replica}", node="n0", phase=phase,
+        deleting=False, ready=ready, requests={"nvidia.com/gpu": 8}, workload="w", pool=pool,
+        replica=replica, owner_uid="owner", unschedulable_since=None, unschedulable_message="",
+    )  # fmt: skip
+
+
+def status(
+    s: api.WorkloadSpec, was: dict[str, Any], pods: list[PodFacts], **kw: Any
+) -> dict[str, Any]:
+    current = {p.replica: p for p in pods if p.replica is not None}
+    return lifecycle_status(
+        s, "h100", was, 3, current, kw.get("old", []), kw.get("created", 0), kw.get("now", NOW)
+    )
+
+
+def conds(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in result["conditions"]}
+
+
+def test_all_pods_running_and_ready_is_running_and_ready() -> None:
+    result = status(spec(), {"phase": "Placed"}, [pod(0), pod(1)])
+    assert result["phase"] == "Running" and result["readyReplicas"] == 2
+    assert result["summary"] == {"ready": "2/2"} and result["observedGeneration"] == 3
+    assert conds(result)["Ready"]["status"] == "True"
+
+
+def test_ready_transition_time_stays_put_while_nothing_changes() -> None:
+    first = status(spec(), {"phase": "Placed"}, [pod(0), pod(1)])
+    again = status(spec(), first, [pod(0), pod(1)], now=NOW + timedelta(minutes=5))
+    assert again == first  # same pods, same status: nothing to write
+
+
+def test_batch_ends_succeeded_or_failed_with_a_reason() -> None:
+    done = status(
+        spec(), {"phase": "Running"}, [pod(0, "Succeeded", False), pod(1, "Succeeded", False)]
+    )
+    assert done["phase"] == "Succeeded" and conds(done)["Complete"]["reason"] == "Succeeded"
+    failed = status(spec(), {"phase": "Running"}, [pod(0, "Failed", False), pod(1)])
+    assert failed["phase"] == "Failed" and conds(failed)["Failed"]["reason"] == "PodFailed"
+    assert "w-h100-0" in failed["message"]
+    lost = status(spec(), {"phase": "Running"}, [pod(1)])
+    assert lost["phase"] == "Failed" and conds(lost)["Failed"]["reason"] == "PodLost"
+
+
+def test_pods_still_being_created_keep_the_workload_placed() -> None:
+    result = status(spec(), {"phase": "Placed"}, [pod(0, "Pending", False)], created=1)
+    assert result["phase"] == "Placed" and result["replicas"] == 2
+    assert conds(result)["Ready"]["reason"] == "ReplicasNotReady"
+
+
+def test_a_service_stays_running_while_it_heals_and_counts_old_pods_in_migration() -> None:
+    svc = spec(3, "Always")
+    healing = status(svc, {"phase": "Running"}, [pod(0), pod(1)])
+    assert healing["phase"] == "Running" and healing["readyReplicas"] == 2
+    migrating = status(svc, {"phase": "Running"}, [pod(0), pod(1)], old=[pod(2, pool="a100")])
+    assert migrating["readyReplicas"] == 3 and migrating["replicas"] == 3
