@@ -8,8 +8,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export KUBECONFIG_LOCAL := $(CURDIR)/.tessera/kubeconfig
+SCALE ?= default
 
-.PHONY: help venv tools cluster-up cluster-down demo test test-unit lint fmt crds chart lock bench clean
+.PHONY: help venv tools cluster-up cluster-down demo test test-unit lint fmt crds chart lock bench bench-fleet clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -65,9 +66,13 @@ chart: $(STAMP) tools ## Regenerate the chart's CRDs and RBAC, and deploy/, from
 lock: $(STAMP) ## Rewrite requirements.lock (the image's pinned dependencies) from .venv
 	@$(PY) hack/lock_requirements.py
 
-bench: $(STAMP) ## Run the benchmarks; results land in bench/results/
+bench: $(STAMP) tools ## Run the benchmarks (SCALE=large: the 5,000-node fleet); results in bench/results/
 	@$(PY) bench/planning.py
 	@$(PY) bench/quality.py --jobs 2000 --seeds 2
+	@$(PY) bench/fleet.py --scale $(SCALE)
+
+bench-fleet: $(STAMP) tools ## Only the fleet-scale benchmark on a local control plane (SCALE=default|large)
+	@$(PY) bench/fleet.py --scale $(SCALE)
 
 clean: cluster-down ## Stop the cluster and remove the virtualenv (the binary cache stays)
 	@rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

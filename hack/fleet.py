@@ -4,7 +4,9 @@ Standard library and PyYAML only, so tests, the demo and benchmarks can all impo
 from __future__ import annotations
 
 import argparse
+import string
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import yaml
 FLEET_FILE = Path(__file__).parent / "fleet" / "fleet.yaml"
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 FLEET_LABEL = "tessera.dev/simulated"
+ZONE_LABEL = "topology.kubernetes.io/zone"
 
 
 def load_groups(path: Path = FLEET_FILE) -> list[dict[str, Any]]:
@@ -63,6 +66,58 @@ def node_manifests(groups: list[dict[str, Any]], scale: int = 1) -> list[dict[st
                 }
             )
     return nodes
+
+
+def device_resource(group: dict[str, Any]) -> str | None:
+    """The group's device-plugin resource: the one capacity key with a vendor domain."""
+    return next((key for key in group["capacity"] if "/" in key), None)
+
+
+def zone(index: int) -> str:
+    """zone-a, zone-b, ...: the values clouds write into topology.kubernetes.io/zone."""
+    letters = string.ascii_lowercase
+    return f"zone-{letters[index]}" if index < len(letters) else f"zone-{index}"
+
+
+def pool_groups(
+    groups: list[dict[str, Any]], pools: int, nodes: int, devices: int = 8
+) -> list[dict[str, Any]]:
+    """One node group per pool, for fleets of any size made from the same description.
+
+    Pools take the accelerator groups in turn (the `system` group has no devices); a group
+    that more than one pool takes is split by zone, so each pool can select its own nodes by
+    the group's labels plus `topology.kubernetes.io/zone`. Nodes are split evenly across the
+    pools and every node gets `devices` of its group's device-plugin resource. Each result is
+    a fleet group (for `node_manifests`) with two more keys: `group` (the source group's name)
+    and `zone` (set when the group is split, else None).
+    """
+    accelerated = [g for g in groups if device_resource(g)]
+    if not accelerated:
+        raise ValueError("the fleet has no group with a device-plugin resource")
+    if pools < 1 or nodes < pools:
+        raise ValueError(f"need at least one node per pool: {nodes} nodes for {pools} pools")
+    sources = [accelerated[i % len(accelerated)] for i in range(pools)]
+    shares = Counter(g["name"] for g in sources)
+    taken: Counter[str] = Counter()
+    out = []
+    for index, source in enumerate(sources):
+        where = zone(taken[source["name"]])
+        taken[source["name"]] += 1
+        split = shares[source["name"]] > 1
+        resource = device_resource(source)
+        assert resource is not None
+        out.append(
+            {
+                "name": f"{source['name']}-{where}" if split else source["name"],
+                "count": nodes // pools + (index < nodes % pools),
+                "labels": {**source["labels"], ZONE_LABEL: where},
+                "capacity": {**source["capacity"], resource: str(devices)},
+                "taints": list(source.get("taints", [])),
+                "group": source["name"],
+                "zone": where if split else None,
+            }
+        )
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,663 @@
+"""Fleet-scale benchmark: Tessera end to end on the real local control plane with thousands
+of kwok accelerator nodes, side by side with the bare kube-scheduler in the same run.
+Bench only: hack/cluster.py and hack/fleet.py, the raw API and the `tessera run` process.
+
+Run: .venv/bin/python bench/fleet.py [--scale default|large] [--nodes N --pools P --workloads W];
+writes bench/results/fleet-<scale>.json and fleet-<scale>.png (see bench/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO / "hack"))
+
+import cluster as local_cluster  # noqa: E402
+import fleet as fleet_desc  # noqa: E402  (hack/fleet.py: hack/ is first on the path)
+import fleet_measure as m  # noqa: E402
+import fleet_report as report  # noqa: E402
+import fleet_specs as specs  # noqa: E402
+from fleet_kube import Api, BenchError, Operator, Watch, burst, wait_until  # noqa: E402
+
+SCALES = {
+    "default": {"nodes": 1000, "pools": 8, "workloads": 1000, "idle": 20.0, "warm": 10.0},
+    "large": {"nodes": 5000, "pools": 20, "workloads": 10000, "idle": 30.0, "warm": 20.0},
+    "custom": {"nodes": 16, "pools": 2, "workloads": 12, "idle": 5.0, "warm": 3.0},
+}
+WORKLOADS = f"/apis/{specs.API_VERSION}/namespaces/{{ns}}/workloads"
+PODS = "/api/v1/namespaces/{ns}/pods"
+
+
+@dataclass
+class Phase:
+    """One burst in one namespace: what was created when, and what the watches saw."""
+
+    name: str
+    namespace: str
+    pods: m.PodTracker
+    workloads: m.WorkloadTracker | None = None
+    watches: list[Watch] = field(default_factory=list)
+    starts: dict[str, float] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+
+    def check(self) -> None:
+        for watch in self.watches:
+            watch.check()
+
+
+class Bench:
+    """One run: a fresh cluster in a temporary directory, the operator, four bursts."""
+
+    def __init__(self, args: argparse.Namespace, state: Path) -> None:
+        self.args, self.state = args, state
+        self.started = time.monotonic()
+        self.cluster = local_cluster.Cluster(state)
+        self.api: Api
+        self.operator: Operator
+        self.pools: list[dict[str, Any]] = []
+        self.groups: list[dict[str, Any]] = []
+        self.server_version: str | None = None
+
+    def say(self, message: str) -> None:
+        report.say(message, self.started, time.monotonic())
+
+    # --- set-up ---------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        a = self.args
+        self.say(f"starting a local control plane in {self.state}")
+        self.cluster.up(fleet=None)
+        self.api = Api(self.cluster.server, self.cluster.pki, connections=a.threads + 8)
+        self.server_version = str(self.api.get("/version")["gitVersion"])
+        self.say("installing the CRDs")
+        self.cluster.kubectl(
+            "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds")
+        )
+        self.cluster.kubectl(
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/workloads.tessera.dev",
+            "crd/acceleratorpools.tessera.dev",
+        )
+        self.groups = fleet_desc.pool_groups(fleet_desc.load_groups(), a.pools, a.nodes, 8)
+        fleet_file = self.state / "bench-fleet.yaml"
+        fleet_file.write_text(yaml.safe_dump({"groups": self.groups}, sort_keys=False))
+        self.say(f"creating {a.nodes} nodes in {a.pools} pools (8 devices each) and waiting Ready")
+        self.cluster.create_fleet(fleet_file)
+        self.pools = [specs.pool_manifest(g) for g in self.groups]
+        for pool in self.pools:
+            self.api.call("POST", f"/apis/{specs.API_VERSION}/acceleratorpools", pool)
+        self.say(
+            f"fleet ready: {', '.join(g['name'] + ':' + str(g['count']) for g in self.groups)}"
+        )
+
+    def start_operator(self) -> None:
+        """Starts the operator and waits until it is warm: healthy, every pool's status
+        written, and a quiet period passed."""
+        self.operator = Operator(self.cluster.kubeconfig, self.state, local_cluster.free_port())
+        self.operator.start()
+        self.say(f"operator started (pid {self.operator.pid}); waiting until it is warm")
+        checks = [self.operator.check]
+        wait_until("operator /healthz", self.operator.healthy, 120, checks=checks, poll=0.2)
+        want = {g["name"]: g["count"] for g in self.groups}
+
+        def pools_seen() -> bool:
+            items = self.api.get(f"/apis/{specs.API_VERSION}/acceleratorpools")["items"]
+            got = {p["metadata"]["name"]: (p.get("status") or {}).get("readyNodes") for p in items}
+            return got == want
+
+        wait_until(
+            "every pool's status",
+            pools_seen,
+            60 + self.args.nodes / 50,
+            checks=checks,
+            poll=0.5,
+        )
+
+    def idle_figures(self) -> dict[str, Any]:
+        """The warm operator's memory, and its CPU over a quiet period, before any workload."""
+        before = self.operator.figures()
+        time.sleep(self.args.warm_seconds)
+        after = self.operator.figures()
+        cpu = after["cpuSeconds"] - before["cpuSeconds"]
+        self.say(
+            f"operator idle: RSS {after['rssMB']:.1f} MB, {cpu:.2f} CPU s "
+            f"in {self.args.warm_seconds:g} s"
+        )
+        return {
+            "rssMB": round(after["rssMB"], 1),
+            "peakRssMB": round(after["peakRssMB"], 1),
+            "cpuSeconds": round(cpu, 2),
+            "seconds": self.args.warm_seconds,
+        }
+
+    # --- namespaces and watches -----------------------------------------------------------
+
+    def namespace(self, name: str) -> str:
+        """Creates a namespace; returns its resourceVersion, where its watches start."""
+        _, ns = self.api.call("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+        path = f"/api/v1/namespaces/{name}/serviceaccounts/default"
+        wait_until(
+            f"the default service account in {name}", lambda: self.api.exists(path), 60, poll=0.2
+        )
+        return str(ns["metadata"]["resourceVersion"])
+
+    def phase(self, name: str, tessera: bool) -> Phase:
+        namespace = f"bench-{name}"
+        rv = self.namespace(namespace)
+        label = specs.WORKLOAD_LABEL if tessera else specs.GROUP_LABEL
+        phase = Phase(name, namespace, m.PodTracker(label, keep_first=tessera))
+        phase.watches.append(Watch(self.api, PODS.format(ns=namespace), rv, phase.pods.handle))
+        if tessera:
+            phase.workloads = m.WorkloadTracker()
+            path = WORKLOADS.format(ns=namespace)
+            phase.watches.append(Watch(self.api, path, rv, phase.workloads.handle))
+        for watch in phase.watches:
+            watch.start()
+        return phase
+
+    def scrape(self) -> tuple[Counter[m.Request], Counter[m.Request]]:
+        """The API server's request counters, and the bench's own, at one moment."""
+        return m.parse_requests(self.api.text("/metrics")), self.api.own()
+
+    def api_cost(
+        self,
+        before: tuple[Counter[m.Request], Counter[m.Request]],
+        after: tuple[Counter[m.Request], Counter[m.Request]],
+        workloads: int,
+    ) -> dict[str, Any]:
+        server = m.delta(after[0], before[0])
+        own = m.delta(after[1], before[1])
+        cost: dict[str, Any] = dict(m.attribute(server, own))
+        by_resource = m.lists(server, own)
+        cost["operator"]["perWorkload"] = round(cost["operator"]["total"] / max(workloads, 1), 2)
+        cost["lists"] = by_resource
+        cost["watchedLists"] = m.watched_lists(by_resource)
+        return cost
+
+    # --- the Tessera phases ---------------------------------------------------------------
+
+    def tessera(self, name: str, workloads: list[dict[str, Any]], probe: bool) -> dict[str, Any]:
+        """A burst of Workloads through the operator, measured until every one is Running
+        and then until every replica is ready; with probe, then an idle window and the
+        restart check."""
+        phase = self.phase(name, tessera=True)
+        ns = phase.namespace
+        for body in workloads:
+            body["metadata"]["namespace"] = ns
+        phase.sizes = {w["metadata"]["name"]: w["spec"]["replicas"] for w in workloads}
+        pods = sum(phase.sizes.values())
+        self.say(f"tessera {name}: creating {len(workloads)} Workloads ({pods} pods) in {ns}")
+        before, cpu0 = self.scrape(), self.operator.figures()
+        phase.starts, first, last_post = burst(
+            self.api, WORKLOADS.format(ns=ns), workloads, self.args.threads
+        )
+        self.say(
+            f"  {len(workloads)} Workloads created in {last_post - first:.2f} s; "
+            "waiting until every pod is bound and every Workload Running"
+        )
+        self.wait_workloads(phase, pods, running=True)
+        running, cpu1 = self.scrape(), self.operator.figures()
+        self.wait_workloads(phase, pods, running=False)
+        ready = self.scrape()
+        result = self.figures(phase, first, last_post)
+        result["apiWrites"] = self.api_cost(before, running, len(workloads))
+        result["apiWritesRunningToReady"] = self.api_cost(running, ready, len(workloads))
+        result["operatorCpuSeconds"] = round(cpu1["cpuSeconds"] - cpu0["cpuSeconds"], 2)
+        result["operatorPeakRssMB"] = round(cpu1["peakRssMB"], 1)
+        self.report_phase(f"tessera {name}", result)
+        later = result["apiWritesRunningToReady"]["operator"]
+        self.say(
+            f"  from Running until every replica ready: {later['total']} operator writes "
+            f"{later['byCategory'] or ''}"
+        )
+        if probe:
+            result["idle"] = self.idle_window(ready, len(workloads))
+            result["restart"] = self.restart(phase)
+        result["integrity"] = self.integrity(phase)
+        result["tesseraPods"] = [
+            p
+            for p in phase.pods.first_objects()
+            if p["metadata"]["labels"].get(specs.WORKLOAD_LABEL) in phase.starts
+        ]
+        self.cleanup(phase)
+        return result
+
+    def wait_workloads(self, phase: Phase, pods: int, running: bool) -> None:
+        """Until every pod is bound and every Workload Running (or, after that, until every
+        Workload's replicas are all ready)."""
+        wl = phase.workloads
+        assert wl is not None
+        n = len(phase.starts)
+
+        def done() -> bool:
+            _, run, ready, _ = wl.counts()
+            return phase.pods.counts()[1] >= pods and (run if running else ready) >= n
+
+        def progress() -> str:
+            seen, bound, _ = phase.pods.counts()
+            placed, run, ready, _ = wl.counts()
+            return (
+                f"pods created {seen}/{pods}, bound {bound}/{pods}; workloads placed "
+                f"{placed}/{n}, Running {run}/{n}, ready {ready}/{n}"
+            )
+
+        what = "the burst" if running else "every replica to be ready"
+        timeout = self.args.timeout + pods * 0.2
+        checks = [phase.check, self.operator.check]
+        wait_until(what, done, timeout, progress, self.say, checks=checks)
+
+    def figures(self, phase: Phase, first: float, last_post: float) -> dict[str, Any]:
+        """Per-workload latencies and overall rates of one burst, from the watch records."""
+        members = phase.pods.members()
+        with phase.pods.lock:
+            created, bound = dict(phase.pods.created), dict(phase.pods.bound)
+        to_created, _ = m.group_latencies(phase.starts, members, created, phase.sizes)
+        to_bound, unbound = m.group_latencies(phase.starts, members, bound, phase.sizes)
+        pods = sum(phase.sizes.values())
+        mine = [p for g in phase.starts for p in members.get(g, [])]
+        last_created = max((created[p] for p in mine), default=None)
+        last_bound = max((bound[p] for p in mine if p in bound), default=None)
+        out: dict[str, Any] = {
+            "workloads": len(phase.starts),
+            "pods": pods,
+            "clientCreatesPerSecond": m.rate(len(phase.starts), first, last_post),
+            "createdToPodsCreated": m.summary(to_created),
+            "createdToBound": m.summary(to_bound),
+            "podsBoundPerSecond": m.rate(pods, first, last_bound),
+            "unbound": len(unbound),
+            "samples": {
+                "createdToPodsCreated": sorted(round(x, 4) for x in to_created),
+                "createdToBound": sorted(round(x, 4) for x in to_bound),
+            },
+        }
+        if phase.workloads is not None:
+            with phase.workloads.lock:
+                running = dict(phase.workloads.running)
+                ready = dict(phase.workloads.ready)
+            out["operatorPodsCreatedPerSecond"] = m.rate(pods, first, last_created)
+            for key, times in (("createdToRunning", running), ("createdToReady", ready)):
+                latencies = [times[w] - t for w, t in phase.starts.items() if w in times]
+                out[key] = m.summary(latencies)
+                out["samples"][key] = sorted(round(x, 4) for x in latencies)
+        return out
+
+    def report_phase(self, title: str, r: dict[str, Any]) -> None:
+        b = r["createdToBound"]
+        self.say(
+            f"  {title}: {r['pods']} pods bound at {r['podsBoundPerSecond']} pods/s; "
+            f"creation to all bound p50 {b['p50']} s, p99 {b['p99']} s, max {b['max']} s"
+        )
+        if "apiWrites" in r and "operatorPodsCreatedPerSecond" in r:
+            w = r["apiWrites"]["operator"]
+            self.say(
+                f"  operator: {r['operatorPodsCreatedPerSecond']} pods created/s, "
+                f"{w['total']} writes ({w['perWorkload']} per Workload: {w['byCategory']}), "
+                f"{r['operatorCpuSeconds']} CPU s"
+            )
+
+    def idle_window(
+        self, start: tuple[Counter[m.Request], Counter[m.Request]], workloads: int
+    ) -> dict[str, Any]:
+        """Everything Running and nothing changing: the operator should neither write nor list."""
+        seconds = self.args.idle_seconds
+        self.say(f"  idle window: {seconds:g} s with {workloads} Workloads Running")
+        cpu0 = self.operator.figures()
+        time.sleep(seconds)
+        self.operator.check()
+        cost = self.api_cost(start, self.scrape(), workloads)
+        cpu1 = self.operator.figures()
+        result = {
+            "seconds": seconds,
+            "operatorWrites": cost["operator"]["total"],
+            "operatorWritesByCategory": cost["operator"]["byCategory"],
+            "othersWrites": cost["others"]["total"],
+            "lists": cost["lists"],
+            "watchedLists": cost["watchedLists"],
+            "operatorCpuSeconds": round(cpu1["cpuSeconds"] - cpu0["cpuSeconds"], 2),
+            "operatorRssMB": round(cpu1["rssMB"], 1),
+            "operatorPeakRssMB": round(cpu1["peakRssMB"], 1),
+        }
+        self.say(
+            f"  idle: operator writes {result['operatorWrites']} "
+            f"{result['operatorWritesByCategory'] or ''}, LISTs {result['lists'] or 0}, "
+            f"{result['operatorCpuSeconds']} CPU s, RSS {result['operatorRssMB']} MB"
+        )
+        return result
+
+    def restart(self, phase: Phase) -> dict[str, Any]:
+        """SIGKILL the operator with every Workload Running, start it again and create one
+        more Workload at once: how long until that one is placed and its pod exists."""
+        assert phase.workloads is not None
+        wl = phase.workloads
+        before = self.operator.figures()
+        self.say(
+            f"  restart: SIGKILL the operator (RSS {before['rssMB']:.1f} MB, "
+            f"peak {before['peakRssMB']:.1f} MB) and start it again with one new Workload"
+        )
+        self.operator.kill()
+        name = "restart-probe"
+        body = specs.workload_manifest(name, phase.namespace, self.pools[0])
+        t0 = time.monotonic()
+        self.operator.start()
+        self.api.call("POST", WORKLOADS.format(ns=phase.namespace), body)
+
+        def placed() -> bool:
+            pods = phase.pods.members().get(name, [])
+            return name in wl.placed and bool(pods)
+
+        wait_until(
+            "the Workload created after the restart to be placed",
+            placed,
+            self.args.timeout + self.args.workloads / 20,
+            say=self.say,
+            progress=lambda: f"placed: {name in wl.placed}",
+            checks=[phase.check, self.operator.check],
+        )
+        pod = phase.pods.members()[name][0]
+        with wl.lock, phase.pods.lock:
+            seconds = max(wl.placed[name], phase.pods.created[pod]) - t0
+        wait_until("the restarted operator's /healthz", self.operator.healthy, 60, poll=0.1)
+        healthy = time.monotonic() - t0
+        wait_until(
+            "the new Workload to run",
+            lambda: name in wl.running,
+            self.args.timeout,
+            checks=[phase.check, self.operator.check],
+        )
+        after = self.operator.figures()
+        self.say(
+            f"  restart: placed in {seconds:.2f} s after the restart "
+            f"(/healthz answered after {healthy:.2f} s)"
+        )
+        return {
+            "seconds": round(seconds, 3),
+            "healthySeconds": round(healthy, 3),
+            "rssMBBeforeKill": round(before["rssMB"], 1),
+            "peakRssMBBeforeKill": round(before["peakRssMB"], 1),
+            "rssMBAfterRestart": round(after["rssMB"], 1),
+            "podsRecreated": phase.pods.recreated(),
+        }
+
+    def integrity(self, phase: Phase) -> dict[str, Any]:
+        """No duplicate, missing or orphan pods (one LIST each, after the measurements)."""
+        ns = phase.namespace
+        workloads = self.api.get(WORKLOADS.format(ns=ns))["items"]
+        pods = self.api.get(PODS.format(ns=ns))["items"]
+        result = m.integrity(workloads, pods)
+        result["podsRecreated"] = phase.pods.recreated()
+        bad = len(result["duplicated"]) + len(result["orphans"]) + len(result["missing"])
+        self.say(
+            f"  integrity: {result['workloads']} Workloads, {result['pods']} pods; "
+            f"{len(result['duplicated'])} duplicated, {len(result['orphans'])} orphans, "
+            f"{len(result['missing'])} missing, {result['unbound']} unbound, "
+            f"{result['podsRecreated']} recreated"
+        )
+        result["duplicatesAndOrphans"] = bad + result["podsRecreated"]
+        return result
+
+    # --- the baseline ---------------------------------------------------------------------
+
+    def baseline(
+        self, name: str, tessera_pods: list[dict[str, Any]], last: bool = False
+    ) -> dict[str, Any]:
+        """The same pods, created directly and bound by the same kube-scheduler. The last
+        phase leaves its pods: the cluster goes next."""
+        phase = self.phase(f"baseline-{name}", tessera=False)
+        ns = phase.namespace
+        bodies = [specs.baseline_pod(p, ns) for p in tessera_pods]
+        groups = [b["metadata"]["labels"][specs.GROUP_LABEL] for b in bodies]
+        phase.sizes = dict(Counter(groups))
+        self.say(f"baseline {name}: creating {len(bodies)} pods directly in {ns}")
+        before = self.scrape()
+        starts, first, last_post = burst(self.api, PODS.format(ns=ns), bodies, self.args.threads)
+        for pod, group in zip(bodies, groups, strict=True):
+            t = starts[pod["metadata"]["name"]]
+            phase.starts[group] = min(t, phase.starts.get(group, t))
+        total = len(bodies)
+
+        def progress() -> str:
+            seen, bound, _ = phase.pods.counts()
+            return f"pods seen {seen}/{total}, bound {bound}/{total}"
+
+        wait_until(
+            "the baseline burst",
+            lambda: phase.pods.counts()[1] >= total,
+            self.args.timeout + total * 0.2,
+            progress,
+            self.say,
+            checks=[phase.check],
+        )
+        after = self.scrape()
+        result = self.figures(phase, first, last_post)
+        result["clientCreatesPerSecond"] = m.rate(total, first, last_post)
+        cost = self.api_cost(before, after, len(phase.sizes))
+        result["apiWrites"] = {"all": cost["others"], "lists": cost["lists"]}
+        self.report_phase(f"baseline {name}", result)
+        if last:
+            for watch in phase.watches:
+                watch.stop()
+        else:
+            self.cleanup(phase)
+        return result
+
+    # --- cleaning up between phases -------------------------------------------------------
+
+    def cleanup(self, phase: Phase) -> None:
+        """Deletes the phase's namespace (Workloads first, so the operator never sees a
+        Workload without its pods) and waits until it is gone and its devices are free."""
+        ns = phase.namespace
+        self.say(f"  deleting {ns}")
+        if phase.workloads is not None:
+            self.api.call("DELETE", WORKLOADS.format(ns=ns))
+            wl = phase.workloads
+            wait_until(
+                f"the Workloads in {ns} to go",
+                lambda: wl.counts()[3] == 0,
+                self.args.timeout,
+                checks=[phase.check],
+            )
+        self.api.call("DELETE", f"/api/v1/namespaces/{ns}", ok=(404,))
+        self.api.call("DELETE", PODS.format(ns=ns), query={"gracePeriodSeconds": "0"}, ok=(404,))
+        pods = phase.pods.counts()[0]
+        wait_until(
+            f"namespace {ns} to go",
+            lambda: not self.api.exists(f"/api/v1/namespaces/{ns}"),
+            self.args.timeout + pods * 0.05,
+            every=10,
+            poll=0.5,
+        )
+        for watch in phase.watches:
+            watch.stop()
+
+    # --- the run --------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        a = self.args
+        self.setup()
+        self.start_operator()
+        idle = self.idle_figures()
+        singles = specs.singles(a.workloads, self.pools, "")
+        gangs = specs.gangs(a.workloads, self.pools, "")
+        t_singles = self.tessera("singles", singles, probe=True)
+        t_gangs = self.tessera("gangs", gangs, probe=False)
+        final = self.operator.figures()
+        self.say("stopping the operator for the baseline")
+        self.operator.stop()
+        b_singles = self.baseline("singles", t_singles.pop("tesseraPods"))
+        b_gangs = self.baseline("gangs", t_gangs.pop("tesseraPods"), last=True)
+        restart = t_singles.pop("restart")
+        restart["duplicatesAndOrphans"] = (
+            t_singles["integrity"]["duplicatesAndOrphans"]
+            + t_gangs["integrity"]["duplicatesAndOrphans"]
+        )
+        return {
+            "operator": {
+                "idle": idle,
+                "peakRssMB": restart["peakRssMBBeforeKill"],
+                "burstCpuSeconds": {
+                    "singles": t_singles["operatorCpuSeconds"],
+                    "gangs": t_gangs["operatorCpuSeconds"],
+                },
+                "idleWithWorkloads": {
+                    "seconds": t_singles["idle"]["seconds"],
+                    "cpuSeconds": t_singles["idle"]["operatorCpuSeconds"],
+                    "rssMB": t_singles["idle"]["operatorRssMB"],
+                },
+                "afterRestartPeakRssMB": round(final["peakRssMB"], 1),
+            },
+            "tessera": {"singles": t_singles, "gangs": t_gangs},
+            "baseline": {"singles": b_singles, "gangs": b_gangs},
+            "ratio": {
+                mix: _ratio(t["podsBoundPerSecond"], b["podsBoundPerSecond"])
+                for mix, t, b in (("singles", t_singles, b_singles), ("gangs", t_gangs, b_gangs))
+            },
+            "restart": restart,
+        }
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if not a or not b else round(a / b, 3)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--scale", choices=["default", "large"], default="default")
+    parser.add_argument("--nodes", type=int, help="override the scale's node count")
+    parser.add_argument("--pools", type=int, help="override the scale's pool count")
+    parser.add_argument("--workloads", type=int, help="override the scale's N")
+    parser.add_argument("--threads", type=int, default=16, help="client threads creating objects")
+    parser.add_argument("--idle-seconds", type=float, help="idle window after the burst")
+    parser.add_argument("--warm-seconds", type=float, help="quiet period before measuring idle")
+    parser.add_argument("--timeout", type=float, default=120, help="base timeout of each wait (s)")
+    parser.add_argument("--results-dir", type=Path, default=HERE / "results")
+    parser.add_argument("--keep-state", action="store_true", help="keep the state dir and logs")
+    args = parser.parse_args(argv)
+    custom = any(x is not None for x in (args.nodes, args.pools, args.workloads))
+    args.name = "custom" if custom else args.scale
+    scale = SCALES[args.scale]
+    args.nodes = args.nodes or scale["nodes"]
+    args.pools = args.pools or scale["pools"]
+    args.workloads = args.workloads or scale["workloads"]
+    quick = SCALES["custom"] if custom and args.workloads <= 100 else scale
+    args.idle_seconds = args.idle_seconds if args.idle_seconds is not None else quick["idle"]
+    args.warm_seconds = args.warm_seconds if args.warm_seconds is not None else quick["warm"]
+    return args
+
+
+@contextlib.contextmanager
+def terminated_as_exit() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C, so the cluster is always stopped."""
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def write(args: argparse.Namespace, result: dict[str, Any]) -> tuple[Path, Path]:
+    """The JSON results and the chart of latency distributions."""
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    out = args.results_dir / f"fleet-{args.name}.json"
+    png = out.with_suffix(".png")
+    t, b = result["tessera"], result["baseline"]
+    curves = {
+        "creation to all pods bound": {
+            "Tessera singles": t["singles"]["samples"]["createdToBound"],
+            "Tessera gangs": t["gangs"]["samples"]["createdToBound"],
+            "bare scheduler singles": b["singles"]["samples"]["createdToBound"],
+            "bare scheduler gangs": b["gangs"]["samples"]["createdToBound"],
+        },
+        "Tessera: creation to all pods created / Running": {
+            "pods created, singles": t["singles"]["samples"]["createdToPodsCreated"],
+            "pods created, gangs": t["gangs"]["samples"]["createdToPodsCreated"],
+            "Running, singles": t["singles"]["samples"]["createdToRunning"],
+            "every replica ready, singles": t["singles"]["samples"]["createdToReady"],
+        },
+    }
+    p = result["parameters"]
+    title = (
+        f"Tessera fleet benchmark ({args.name}): {p['workloads']:,} workloads, "
+        f"{p['nodes']:,} nodes in {p['pools']} pools"
+    )
+    report.chart(png, curves, title)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    return out, png
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    state = Path(tempfile.mkdtemp(prefix="tessera-bench-fleet-"))
+    bench = Bench(args, state)
+    began = datetime.now(UTC)
+    ok = False
+    try:
+        with terminated_as_exit():
+            bench.say(
+                f"fleet benchmark ({args.name}): {args.nodes} nodes, {args.pools} pools, "
+                f"{args.workloads} workloads, {args.threads} client threads"
+            )
+            figures = bench.run()
+            ok = True
+    except (BenchError, local_cluster.ClusterError) as err:
+        print(f"fleet benchmark failed: {err}", file=sys.stderr)
+        return 1
+    finally:
+        with contextlib.suppress(Exception):
+            if hasattr(bench, "operator"):
+                bench.operator.stop()
+        bench.cluster.down(quiet=True, keep_logs=not ok or args.keep_state)
+        if ok and not args.keep_state:
+            shutil.rmtree(state, ignore_errors=True)
+        else:
+            print(f"state and logs kept in {state}", file=sys.stderr)
+    result: dict[str, Any] = {
+        "benchmark": "fleet",
+        "scale": args.name,
+        "startedAt": began.isoformat(timespec="seconds"),
+        "durationSeconds": round(time.monotonic() - bench.started, 1),
+        "machine": report.machine(),
+        "versions": report.versions(bench.server_version),
+        "parameters": {
+            "nodes": args.nodes,
+            "pools": args.pools,
+            "devicesPerNode": 8,
+            "workloads": args.workloads,
+            "gangSizes": list(specs.GANG_SIZES),
+            "clientThreads": args.threads,
+            "idleSeconds": args.idle_seconds,
+            "warmSeconds": args.warm_seconds,
+        },
+        "fleet": [
+            {"pool": g["name"], "group": g["group"], "zone": g["zone"], "nodes": g["count"]}
+            for g in bench.groups
+        ],
+        **figures,
+    }
+    result["targets"] = report.targets(result)
+    out, png = write(args, result)
+    bench.say(f"done: {out} and {png}")
+    print(report.table(result["targets"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,345 @@
+"""The fleet benchmark's arithmetic: percentiles, the API server's request counters and who
+made each write, what the watch streams saw of pods and Workloads, and the integrity check.
+Pure: no I/O, so the rules that turn raw counts into figures are unit-tested."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+WORKLOAD_LABEL = "tessera.dev/workload"
+POOL_LABEL = "tessera.dev/pool"
+REPLICA_LABEL = "tessera.dev/replica"
+GROUP = "tessera.dev"
+WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"})
+# What the operator's kopf indexes list and watch (tessera.handlers.WATCHED).
+WATCHED = frozenset(
+    {
+        ("", "pods"),
+        ("", "nodes"),
+        ("", "namespaces"),
+        (GROUP, "workloads"),
+        (GROUP, "acceleratorpools"),
+    }
+)
+
+# (verb, group, resource, subresource): the key of the API server's request counters.
+Request = tuple[str, str, str, str]
+
+
+# --- percentiles ------------------------------------------------------------------------------
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    """The q-th percentile (0-100), linearly interpolated between the closest ranks."""
+    data = sorted(values)
+    if not data:
+        return None
+    pos = (len(data) - 1) * q / 100
+    low = int(pos)
+    high = min(low + 1, len(data) - 1)
+    return data[low] + (data[high] - data[low]) * (pos - low)
+
+
+def summary(values: Iterable[float]) -> dict[str, float | int | None]:
+    """n, p50, p90, p99 and max of latencies in seconds, rounded to the millisecond."""
+    data = sorted(values)
+
+    def r(x: float | None) -> float | None:
+        return None if x is None else round(x, 3)
+
+    return {
+        "n": len(data),
+        "p50": r(percentile(data, 50)),
+        "p90": r(percentile(data, 90)),
+        "p99": r(percentile(data, 99)),
+        "max": r(data[-1] if data else None),
+    }
+
+
+def rate(count: int, start: float | None, end: float | None) -> float | None:
+    """count per second between two monotonic times; None when the span is unknown or empty."""
+    if start is None or end is None or end <= start:
+        return None
+    return round(count / (end - start), 1)
+
+
+# --- the API server's request counters --------------------------------------------------------
+
+_SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_requests(text: str) -> Counter[Request]:
+    """apiserver_request_total from a /metrics scrape, summed over codes and the rest."""
+    out: Counter[Request] = Counter()
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if not match:
+            continue
+        labels = dict(_LABEL.findall(match["labels"]))
+        key = (
+            labels.get("verb", ""),
+            labels.get("group", ""),
+            labels.get("resource", ""),
+            labels.get("subresource", ""),
+        )
+        out[key] += int(float(match["value"]))
+    return out
+
+
+def delta(after: Mapping[Request, int], before: Mapping[Request, int]) -> Counter[Request]:
+    """Requests between two scrapes (or two snapshots of the bench's own counter)."""
+    out: Counter[Request] = Counter()
+    for key, value in after.items():
+        if value - before.get(key, 0):
+            out[key] = value - before.get(key, 0)
+    return out
+
+
+def _net(
+    requests: Mapping[Request, int], own: Mapping[Request, int]
+) -> Iterator[tuple[Request, int]]:
+    """The server's counts less the bench's own, where anything is left."""
+    for key, n in requests.items():
+        if n - own.get(key, 0) > 0:
+            yield key, n - own.get(key, 0)
+
+
+def operator_category(verb: str, group: str, resource: str, subresource: str) -> str | None:
+    """The write's category when only the operator makes such writes in the Tessera phase,
+    else None. The scheduler writes pods/binding and events.k8s.io events; kwok writes
+    pods/status, nodes/status and leases; the bench's own writes are subtracted before."""
+    if verb not in WRITE_VERBS:
+        return None
+    if (group, resource, subresource) == ("", "pods", ""):
+        return {"POST": "pod create", "DELETE": "pod delete"}.get(verb)
+    if group == GROUP and resource in ("workloads", "acceleratorpools"):
+        kind = "workload" if resource == "workloads" else "pool"
+        return f"{kind} {subresource or 'object'} {verb.lower()}"
+    if (group, resource) == ("", "events") and verb in ("POST", "PATCH", "PUT"):
+        return "event"
+    return None
+
+
+def request_name(key: Request) -> str:
+    """`PATCH pods/status`, `POST events.k8s.io/events`: a readable name for one counter."""
+    verb, group, resource, sub = key
+    return f"{verb} {group + '/' if group else ''}{resource}{'/' + sub if sub else ''}"
+
+
+def attribute(
+    requests: Mapping[Request, int], own: Mapping[Request, int]
+) -> dict[str, dict[str, Any]]:
+    """Splits the writes between two scrapes into the operator's (by category) and the
+    others' (by request), after taking out the bench's own (`own`, the same window)."""
+    operator: Counter[str] = Counter()
+    others: Counter[str] = Counter()
+    for key, n in _net(requests, own):
+        if key[0] not in WRITE_VERBS:
+            continue
+        category = operator_category(*key)
+        if category:
+            operator[category] += n
+        else:
+            others[request_name(key)] += n
+    return {
+        "operator": {"total": sum(operator.values()), "byCategory": dict(sorted(operator.items()))},
+        "others": {"total": sum(others.values()), "byRequest": dict(others.most_common())},
+    }
+
+
+def lists(requests: Mapping[Request, int], own: Mapping[Request, int]) -> dict[str, int]:
+    """LIST requests by resource (`group/resource`), less the bench's own."""
+    out: Counter[str] = Counter()
+    for key, n in _net(requests, own):
+        verb, group, resource, _ = key
+        if verb == "LIST":
+            out[f"{group + '/' if group else ''}{resource}"] += n
+    return dict(sorted(out.items()))
+
+
+def watched_lists(by_resource: Mapping[str, int]) -> int:
+    """LISTs of the resources the operator watches (what a relisting operator would show)."""
+    names = {f"{g + '/' if g else ''}{r}" for g, r in WATCHED}
+    return sum(n for name, n in by_resource.items() if name in names)
+
+
+# --- what the watch streams saw ---------------------------------------------------------------
+
+
+@dataclass
+class PodTracker:
+    """First-seen and first-bound time of every pod of one namespace, from a watch stream.
+
+    `group_label` names the label that ties a pod to its workload (Tessera's workload label,
+    or the baseline's group label). With keep_first, the first event line of each pod is
+    kept as received, so the baseline can replay the pods Tessera created.
+    """
+
+    group_label: str
+    keep_first: bool = False
+    created: dict[str, float] = field(default_factory=dict)
+    bound: dict[str, float] = field(default_factory=dict)
+    group: dict[str, str] = field(default_factory=dict)
+    uids: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    first: dict[str, bytes] = field(default_factory=dict)
+    live: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def handle(self, kind: str, obj: Mapping[str, Any], t: float, raw: bytes) -> None:
+        meta = obj.get("metadata") or {}
+        name = meta.get("name", "")
+        with self.lock:
+            if kind == "DELETED":
+                self.live.discard(name)
+                return
+            self.live.add(name)
+            self.uids[name].add(meta.get("uid", ""))
+            if name not in self.created:
+                self.created[name] = t
+                self.group[name] = (meta.get("labels") or {}).get(self.group_label, name)
+                if self.keep_first:
+                    self.first[name] = raw
+            if name not in self.bound and (obj.get("spec") or {}).get("nodeName"):
+                self.bound[name] = t
+
+    def counts(self) -> tuple[int, int, int]:
+        """Pods seen, pods bound, pods that exist now."""
+        with self.lock:
+            return len(self.created), len(self.bound), len(self.live)
+
+    def members(self) -> dict[str, list[str]]:
+        """Pod names by workload (or baseline group)."""
+        out: dict[str, list[str]] = defaultdict(list)
+        with self.lock:
+            for pod, group in self.group.items():
+                out[group].append(pod)
+        return dict(out)
+
+    def recreated(self) -> int:
+        """Pods created again under a name that already had a pod (a second uid)."""
+        with self.lock:
+            return sum(len(u) - 1 for u in self.uids.values() if u)
+
+    def first_objects(self) -> list[dict[str, Any]]:
+        """The pods as first seen, in the order they were created."""
+        with self.lock:
+            order = sorted(self.first, key=self.created.__getitem__)
+            raws = [self.first[name] for name in order]
+        return [json.loads(raw)["object"] for raw in raws]
+
+
+@dataclass
+class WorkloadTracker:
+    """When each Workload of one namespace got a pool, reached phase Running, and had every
+    replica ready (status.readyReplicas), from a watch stream."""
+
+    placed: dict[str, float] = field(default_factory=dict)
+    running: dict[str, float] = field(default_factory=dict)
+    ready: dict[str, float] = field(default_factory=dict)
+    pool: dict[str, str] = field(default_factory=dict)
+    live: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def handle(self, kind: str, obj: Mapping[str, Any], t: float, raw: bytes) -> None:
+        name = (obj.get("metadata") or {}).get("name", "")
+        status = obj.get("status") or {}
+        replicas = (obj.get("spec") or {}).get("replicas", 1)
+        with self.lock:
+            if kind == "DELETED":
+                self.live.discard(name)
+                return
+            self.live.add(name)
+            if status.get("pool") and name not in self.placed:
+                self.placed[name] = t
+                self.pool[name] = status["pool"]
+            if status.get("phase") == "Running" and name not in self.running:
+                self.running[name] = t
+            if status.get("readyReplicas", 0) >= replicas and name not in self.ready:
+                self.ready[name] = t
+
+    def counts(self) -> tuple[int, int, int, int]:
+        """Workloads placed, Running, with every replica ready, existing now."""
+        with self.lock:
+            return len(self.placed), len(self.running), len(self.ready), len(self.live)
+
+
+def group_latencies(
+    starts: Mapping[str, float],
+    members: Mapping[str, list[str]],
+    times: Mapping[str, float],
+    sizes: Mapping[str, int],
+) -> tuple[list[float], list[str]]:
+    """For each workload: from its creation (`starts`) to the last of its `sizes[w]` pods'
+    `times`; and the workloads that have not got there."""
+    done, missing = [], []
+    for name, start in starts.items():
+        pods = members.get(name, [])
+        stamps = [times[p] for p in pods if p in times]
+        if len(stamps) < sizes[name]:
+            missing.append(name)
+        else:
+            done.append(max(stamps) - start)
+    return done, missing
+
+
+# --- integrity after a restart ----------------------------------------------------------------
+
+
+def integrity(
+    workloads: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Every Workload has exactly `replicas` pods with replica indexes 0..replicas-1 on its
+    pool (else duplicated or missing), and every pod with Tessera's workload label belongs
+    to a Workload that exists (owner uid) and sits on that Workload's pool (else orphaned)."""
+    by_name = {w["metadata"]["name"]: w for w in workloads}
+    mine: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    orphans, total = [], 0
+    for pod in pods:
+        meta = pod["metadata"]
+        labels = meta.get("labels") or {}
+        name = labels.get(WORKLOAD_LABEL)
+        if name is None:
+            continue
+        total += 1
+        owner = next(
+            (
+                o.get("uid")
+                for o in meta.get("ownerReferences") or []
+                if o.get("kind") == "Workload"
+            ),
+            None,
+        )
+        workload = by_name.get(name)
+        if (
+            workload is None
+            or owner != workload["metadata"].get("uid")
+            or labels.get(POOL_LABEL) != (workload.get("status") or {}).get("pool")
+        ):
+            orphans.append(meta["name"])
+        else:
+            mine[name].append(pod)
+    duplicated, missing, unbound = [], [], 0
+    for name, workload in by_name.items():
+        replicas = int(workload["spec"].get("replicas", 1))
+        indexes = [(p["metadata"].get("labels") or {}).get(REPLICA_LABEL) for p in mine[name]]
+        unbound += sum(1 for p in mine[name] if not (p.get("spec") or {}).get("nodeName"))
+        if len(indexes) > replicas or len(set(indexes)) < len(indexes):
+            duplicated.append(name)
+        elif set(indexes) != {str(i) for i in range(replicas)}:
+            missing.append(name)
+    return {
+        "workloads": len(by_name),
+        "pods": total,
+        "duplicated": sorted(duplicated),
+        "orphans": sorted(orphans),
+        "missing": sorted(missing),
+        "unbound": unbound,
+        "ok": not (duplicated or orphans or missing),
+    }

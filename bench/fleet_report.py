@@ -1,0 +1,179 @@
+"""The fleet benchmark's output: the machine and versions, each target with what was measured,
+the terminal table and the chart of latency distributions (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+HACK = Path(__file__).resolve().parent.parent / "hack"
+
+
+def machine() -> dict[str, Any]:
+    """Where the run happened: what bounds every figure on a shared machine."""
+    mem_kib = 0
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            mem_kib = int(line.split()[1])
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "memoryGiB": round(mem_kib / 2**20, 1),
+        "python": platform.python_version(),
+        "loadAverage": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def versions(server: str | None) -> dict[str, str]:
+    """Pinned control-plane versions (hack/versions.env), the server's own, and the
+    Python packages that matter."""
+    out = {}
+    for line in (HACK / "versions.env").read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            key, value = line.split("=", 1)
+            out[key.strip()] = value.strip()
+    if server:
+        out["apiserver"] = server
+    for package in ("tessera-operator", "kopf", "kubernetes"):
+        try:
+            out[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            out[package] = "?"
+    return out
+
+
+def _target(
+    name: str, measured: Any, op: str, limit: float, label: str = "", note: str = ""
+) -> dict[str, Any]:
+    """One target row: met is None where the run could not measure the figure."""
+    met = None
+    if measured is not None:
+        met = {"<=": measured <= limit, ">=": measured >= limit, "==": measured == limit}[op]
+    row = {"target": name, "threshold": label or f"{op} {limit:g}", "measured": measured}
+    row["met"] = met
+    if note:
+        row["note"] = note
+    return row
+
+
+def targets(r: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets, each with the figure measured in this run and whether it is met.
+    The latency limits depend on the scale; the peak RSS limit is set for the large one."""
+    singles, gangs = r["tessera"]["singles"], r["tessera"]["gangs"]
+    idle = singles["idle"]
+    large = r["scale"] == "large"
+    at = f"{r['parameters']['workloads']:,} on {r['parameters']['nodes']:,} nodes"
+    bound = singles["createdToBound"]
+    lists = singles["apiWrites"]["watchedLists"] + idle["watchedLists"]
+    rows = [
+        _target("bound pods/s vs bare scheduler, singles", r["ratio"]["singles"], ">=", 0.8),
+        _target("bound pods/s vs bare scheduler, gangs", r["ratio"]["gangs"], ">=", 0.8),
+        _target(
+            "pods created/s by one operator replica",
+            singles["operatorPodsCreatedPerSecond"],
+            ">=",
+            200,
+        ),
+    ]
+    if not large:
+        rows.append(_target(f"creation to all bound p50, {at}", bound["p50"], "<=", 1, "<= 1 s"))
+    limit = 5 if large else 3
+    rows.append(
+        _target(f"creation to all bound p99, {at}", bound["p99"], "<=", limit, f"<= {limit} s")
+    )
+    for mix, phase in (("singles", singles), ("gangs", gangs)):
+        per = phase["apiWrites"]["operator"]["total"] / phase["workloads"]
+        allowed = (phase["pods"] + 2 * phase["workloads"]) / phase["workloads"]
+        rows.append(
+            _target(
+                f"operator writes per Workload to Running, {mix}",
+                round(per, 4),
+                "<=",
+                allowed,
+                f"<= pods + 2 = {allowed:.2f}",
+            )
+        )
+    rss = r["operator"]["idle"]["rssMB"]
+    rows += [
+        _target(
+            "LISTs of watched resources after warm-up (burst + idle)", lists, "==", 0,
+            note="all clients: the API server does not say who listed",
+        ),
+        _target(
+            f"operator writes while idle ({idle['seconds']:g} s, {at})",
+            idle["operatorWrites"], "==", 0,
+        ),
+        _target("operator RSS idle", rss, "<=", 80, "<= 80 MB"),
+        _target(
+            f"operator peak RSS, {at}", r["operator"]["peakRssMB"], "<=", 300, "<= 300 MB",
+            "" if large else "the target is set for 10,000 on 5,000 nodes",
+        ),
+        _target(
+            f"restart to next placement, {at}", r["restart"]["seconds"], "<=", 10, "<= 10 s"
+        ),
+        _target(
+            "duplicate or orphan pods after restart",
+            r["restart"]["duplicatesAndOrphans"], "==", 0,
+        ),
+    ]  # fmt: skip
+    return rows
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
+    return str(value)
+
+
+def table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Target, threshold, measured and met, one line each."""
+    width = max(len(r["target"]) for r in rows)
+    lines = [f"  {'target':<{width}}  {'threshold':<24} {'measured':>10}  met"]
+    for r in rows:
+        met = {True: "yes", False: "NO", None: "-"}[r["met"]]
+        lines.append(
+            f"  {r['target']:<{width}}  {r['threshold']:<24} {_show(r['measured']):>10}  {met}"
+        )
+    return "\n".join(lines)
+
+
+def chart(path: Path, curves: Mapping[str, Mapping[str, Sequence[float]]], title: str) -> None:
+    """One panel per mapping in `curves` (panel title -> label -> latencies in seconds), each
+    the empirical CDF of its latencies."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(curves), figsize=(6 * len(curves), 4.5), squeeze=False)
+    for ax, (panel, series) in zip(axes[0], curves.items(), strict=True):
+        for label, values in series.items():
+            data = sorted(values)
+            if not data:
+                continue
+            ys = [(i + 1) / len(data) for i in range(len(data))]
+            ax.step(data, ys, where="post", label=f"{label} (n={len(data)})")
+        ax.set_title(panel)
+        ax.set_xlabel("seconds")
+        ax.set_ylabel("fraction of workloads")
+        ax.set_ylim(0, 1.01)
+        ax.set_xlim(left=0)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right", fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def say(message: str, started: float, now: float) -> None:
+    print(f"[{now - started:7.1f}s] {message}", flush=True)
+    sys.stdout.flush()

@@ -1,0 +1,420 @@
+"""The fleet benchmark's pure parts: percentiles, the API server's counters and who made each
+write, watch bookkeeping, the integrity check, and the fleet, pools and pods it creates."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.append(str(REPO / "bench"))  # appended: hack/ (and its `fleet`) stays first
+
+import fleet  # noqa: E402  (hack/fleet.py)
+import fleet_kube  # noqa: E402
+import fleet_measure as m  # noqa: E402
+import fleet_report  # noqa: E402
+import fleet_specs as specs  # noqa: E402
+from tessera import api  # noqa: E402
+
+# --- percentiles ------------------------------------------------------------------------------
+
+
+def test_percentiles_interpolate_between_ranks() -> None:
+    data = [4.0, 1.0, 3.0, 2.0, 5.0]
+    assert m.percentile(data, 50) == 3.0
+    assert m.percentile(data, 0) == 1.0
+    assert m.percentile(data, 100) == 5.0
+    assert m.percentile(data, 90) == pytest.approx(4.6)
+    assert m.percentile([], 50) is None
+
+
+def test_summary_of_latencies_and_of_nothing() -> None:
+    s = m.summary(x / 100 for x in range(1, 101))
+    assert s["n"] == 100 and s["p50"] == 0.505 and s["max"] == 1.0
+    assert m.summary([]) == {"n": 0, "p50": None, "p90": None, "p99": None, "max": None}
+
+
+def test_rate_needs_a_span() -> None:
+    assert m.rate(100, 10.0, 12.0) == 50.0
+    assert m.rate(100, None, 12.0) is None
+    assert m.rate(100, 12.0, 12.0) is None
+
+
+# --- the API server's counters ----------------------------------------------------------------
+
+
+def sample(
+    verb: str, resource: str, value: int, group: str = "", sub: str = "", code: str = "201"
+) -> str:
+    labels = (
+        f'code="{code}",component="apiserver",dry_run="",group="{group}",resource="{resource}",'
+        f'scope="resource",subresource="{sub}",verb="{verb}",version="v1"'
+    )
+    return f"apiserver_request_total{{{labels}}} {value}"
+
+
+METRICS = "\n".join(
+    [
+        "# HELP apiserver_request_total [STABLE] Counter of apiserver requests",
+        "# TYPE apiserver_request_total counter",
+        sample("POST", "pods", 10),
+        sample("POST", "pods", 2, code="409"),
+        sample("POST", "pods", 12, sub="binding"),
+        sample("PATCH", "workloads", 24, group="tessera.dev", sub="status", code="200"),
+        sample("POST", "workloads", 12, group="tessera.dev"),
+        sample("POST", "events", 12),
+        sample("POST", "events", 12, group="events.k8s.io"),
+        sample("LIST", "pods", 3, code="200"),
+        sample("LIST", "limitranges", 1, code="200"),
+        'apiserver_request_duration_seconds_count{group="",resource="pods",verb="POST"} 99',
+    ]
+)
+
+
+def test_parse_requests_sums_over_codes_and_ignores_other_metrics() -> None:
+    counts = m.parse_requests(METRICS)
+    assert counts[("POST", "", "pods", "")] == 12
+    assert counts[("POST", "", "pods", "binding")] == 12
+    assert counts[("PATCH", "tessera.dev", "workloads", "status")] == 24
+    assert sum(counts.values()) == 12 + 12 + 24 + 12 + 12 + 12 + 3 + 1
+
+
+def test_delta_keeps_what_changed() -> None:
+    before = {("POST", "", "pods", ""): 5, ("GET", "", "nodes", ""): 7}
+    after = {("POST", "", "pods", ""): 8, ("GET", "", "nodes", ""): 7, ("LIST", "", "pods", ""): 1}
+    assert m.delta(after, before) == {("POST", "", "pods", ""): 3, ("LIST", "", "pods", ""): 1}
+
+
+def test_attribution_gives_the_operator_only_what_only_it_writes() -> None:
+    own = {("POST", "tessera.dev", "workloads", ""): 12, ("LIST", "", "pods", ""): 1}
+    cost = m.attribute(m.parse_requests(METRICS), own)
+    assert cost["operator"]["byCategory"] == {
+        "event": 12,
+        "pod create": 12,
+        "workload status patch": 24,
+    }
+    assert cost["operator"]["total"] == 48  # the bench's own Workload POSTs are not counted
+    assert cost["others"]["byRequest"] == {
+        "POST pods/binding": 12,
+        "POST events.k8s.io/events": 12,
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "category"),
+    [
+        (("DELETE", "", "pods", ""), "pod delete"),
+        (("PATCH", "tessera.dev", "acceleratorpools", "status"), "pool status patch"),
+        (("PUT", "tessera.dev", "workloads", ""), "workload object put"),
+        (("PATCH", "", "pods", "status"), None),  # kwok
+        (("PUT", "coordination.k8s.io", "leases", ""), None),  # kwok's node leases
+        (("POST", "events.k8s.io", "events", ""), None),  # the scheduler
+        (("LIST", "", "pods", ""), None),  # not a write
+    ],
+)
+def test_operator_categories(key: m.Request, category: str | None) -> None:
+    assert m.operator_category(*key) == category
+
+
+def test_lists_by_resource_less_own_and_those_the_operator_watches() -> None:
+    by_resource = m.lists(m.parse_requests(METRICS), {("LIST", "", "pods", ""): 1})
+    assert by_resource == {"limitranges": 1, "pods": 2}
+    assert m.watched_lists(by_resource) == 2
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query", "key"),
+    [
+        ("POST", "/api/v1/namespaces/ns/pods", None, ("POST", "", "pods", "")),
+        ("GET", "/api/v1/namespaces/ns/pods", None, ("LIST", "", "pods", "")),
+        ("GET", "/api/v1/namespaces/ns/pods", {"watch": "1"}, ("WATCH", "", "pods", "")),
+        ("GET", "/api/v1/namespaces/ns", None, ("GET", "", "namespaces", "")),
+        ("DELETE", "/api/v1/namespaces/ns/pods", None, ("DELETECOLLECTION", "", "pods", "")),
+        (
+            "PATCH",
+            "/apis/tessera.dev/v1alpha1/namespaces/ns/workloads/w/status",
+            None,
+            ("PATCH", "tessera.dev", "workloads", "status"),
+        ),
+        (
+            "GET",
+            "/apis/tessera.dev/v1alpha1/acceleratorpools",
+            None,
+            ("LIST", "tessera.dev", "acceleratorpools", ""),
+        ),
+    ],
+)
+def test_request_keys_match_the_servers_counters(
+    method: str, path: str, query: dict[str, str] | None, key: m.Request
+) -> None:
+    assert fleet_kube.request_key(method, path, query) == key
+
+
+# --- watch bookkeeping ------------------------------------------------------------------------
+
+
+def pod_obj(name: str, workload: str, node: str = "", uid: str = "u") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "uid": uid, "labels": {m.WORKLOAD_LABEL: workload}},
+        "spec": {"nodeName": node} if node else {},
+    }
+
+
+def test_pod_tracker_records_first_seen_and_first_bound() -> None:
+    t = m.PodTracker(m.WORKLOAD_LABEL, keep_first=True)
+    t.handle("ADDED", pod_obj("w-0", "w"), 1.0, b'{"type":"ADDED","object":{"n":0}}')
+    t.handle("MODIFIED", pod_obj("w-0", "w", node="n1"), 1.5, b"")
+    t.handle("MODIFIED", pod_obj("w-0", "w", node="n1"), 2.0, b"")
+    t.handle("ADDED", pod_obj("w-1", "w"), 1.2, b'{"type":"ADDED","object":{"n":1}}')
+    assert t.created == {"w-0": 1.0, "w-1": 1.2}
+    assert t.bound == {"w-0": 1.5}
+    assert t.counts() == (2, 1, 2)
+    assert t.members() == {"w": ["w-0", "w-1"]}
+    assert t.first_objects() == [{"n": 0}, {"n": 1}]
+    t.handle("DELETED", pod_obj("w-1", "w"), 3.0, b"")
+    t.handle("ADDED", pod_obj("w-1", "w", uid="other"), 3.1, b"")
+    assert t.recreated() == 1
+    assert t.counts() == (2, 1, 2)
+
+
+def test_workload_tracker_records_pool_running_and_ready() -> None:
+    t = m.WorkloadTracker()
+
+    def w(**status: Any) -> dict[str, Any]:
+        return {"metadata": {"name": "w"}, "spec": {"replicas": 2}, "status": status}
+
+    t.handle("ADDED", w(), 1.0, b"")
+    t.handle("MODIFIED", w(pool="h100", phase="Placed"), 2.0, b"")
+    t.handle("MODIFIED", w(pool="h100", phase="Running", readyReplicas=1), 3.0, b"")
+    t.handle("MODIFIED", w(pool="h100", phase="Running", readyReplicas=2), 4.0, b"")
+    assert (t.placed, t.running, t.ready) == ({"w": 2.0}, {"w": 3.0}, {"w": 4.0})
+    assert t.pool == {"w": "h100"}
+    t.handle("DELETED", w(), 5.0, b"")
+    assert t.counts() == (1, 1, 1, 0)
+
+
+def test_group_latencies_wait_for_every_pod_of_a_gang() -> None:
+    starts = {"a": 1.0, "b": 1.0}
+    members = {"a": ["a-0", "a-1"], "b": ["b-0", "b-1"]}
+    bound = {"a-0": 1.5, "a-1": 2.5, "b-0": 1.2}
+    done, missing = m.group_latencies(starts, members, bound, {"a": 2, "b": 2})
+    assert done == [1.5]
+    assert missing == ["b"]
+
+
+# --- integrity --------------------------------------------------------------------------------
+
+
+def workload_obj(name: str, replicas: int, pool: str = "h100") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}"},
+        "spec": {"replicas": replicas},
+        "status": {"pool": pool},
+    }
+
+
+def placed_pod(
+    workload: str, replica: int, pool: str = "h100", owner: str | None = None
+) -> dict[str, Any]:
+    labels = {m.WORKLOAD_LABEL: workload, m.POOL_LABEL: pool, m.REPLICA_LABEL: str(replica)}
+    return {
+        "metadata": {
+            "name": f"{workload}-{pool}-{replica}",
+            "labels": labels,
+            "ownerReferences": [{"kind": "Workload", "uid": owner or f"uid-{workload}"}],
+        },
+        "spec": {"nodeName": "n1"},
+    }
+
+
+def test_integrity_of_a_clean_namespace() -> None:
+    result = m.integrity(
+        [workload_obj("a", 1), workload_obj("g", 2)],
+        [placed_pod("a", 0), placed_pod("g", 0), placed_pod("g", 1), {"metadata": {"name": "x"}}],
+    )
+    assert result["ok"] and result["pods"] == 3 and result["unbound"] == 0
+
+
+def test_integrity_finds_duplicates_orphans_and_missing_pods() -> None:
+    result = m.integrity(
+        [workload_obj("dup", 2), workload_obj("short", 2), workload_obj("moved", 1, pool="a100")],
+        [
+            placed_pod("dup", 0),
+            placed_pod("dup", 0),
+            placed_pod("short", 0),
+            placed_pod("gone", 0),  # its Workload does not exist
+            placed_pod("moved", 0),  # on a pool the Workload is no longer placed on
+            placed_pod("short", 1, owner="uid-of-an-older-short"),
+        ],
+    )
+    assert result["duplicated"] == ["dup"]
+    assert result["missing"] == ["moved", "short"]
+    assert result["orphans"] == ["gone-h100-0", "moved-h100-0", "short-h100-1"]
+    assert not result["ok"]
+
+
+# --- the fleet, pools, workloads and baseline pods --------------------------------------------
+
+
+def test_pool_groups_cycle_the_accelerators_and_split_by_zone() -> None:
+    groups = fleet.pool_groups(fleet.load_groups(), pools=8, nodes=1000)
+    assert len(groups) == 8 and sum(g["count"] for g in groups) == 1000
+    assert {g["count"] for g in groups} == {125}
+    assert "system" not in {g["group"] for g in groups}
+    split = [g for g in groups if g["group"] == "a100"]
+    assert [g["name"] for g in split] == ["a100-zone-a", "a100-zone-b"]
+    assert [g["zone"] for g in split] == ["zone-a", "zone-b"]
+    assert all(g["zone"] is None for g in groups if g["group"] != "a100")
+    for g in groups:
+        assert g["capacity"][fleet.device_resource(g)] == "8"
+        assert g["labels"][fleet.ZONE_LABEL].startswith("zone-")
+        assert g["taints"], "accelerator nodes keep their taints"
+
+
+def test_pool_groups_at_large_scale_and_uneven_splits() -> None:
+    groups = fleet.pool_groups(fleet.load_groups(), pools=20, nodes=5003)
+    assert len({g["name"] for g in groups}) == 20
+    assert sum(g["count"] for g in groups) == 5003
+    assert max(g["count"] for g in groups) - min(g["count"] for g in groups) == 1
+    trainium = next(g for g in groups if g["group"] == "trainium")
+    assert trainium["capacity"]["aws.amazon.com/neuron"] == "8"
+    nodes = fleet.node_manifests(groups)
+    assert len({n["metadata"]["name"] for n in nodes}) == 5003
+    with pytest.raises(ValueError, match="one node per pool"):
+        fleet.pool_groups(fleet.load_groups(), pools=8, nodes=4)
+
+
+def test_pools_mirror_the_examples_and_select_their_zone() -> None:
+    groups = fleet.pool_groups(fleet.load_groups(), pools=14, nodes=28)
+    pools = [specs.pool_manifest(g) for g in groups]
+    for group, pool in zip(groups, pools, strict=True):
+        spec = api.AcceleratorPoolSpec.model_validate(pool["spec"])
+        assert spec.namespace_selector is None
+        labels = group["labels"]
+        assert all(labels.get(k) == v for k, v in spec.node_selector.match_labels.items())
+        assert spec.tolerations, "the example's tolerations are kept"
+    a = next(p for p in pools if p["metadata"]["name"] == "a100-zone-b")
+    assert a["spec"]["nodeSelector"]["matchLabels"][specs.ZONE_LABEL] == "zone-b"
+
+
+def test_workloads_are_pinned_to_one_pool_and_spread_evenly() -> None:
+    groups = fleet.pool_groups(fleet.load_groups(), pools=8, nodes=16)
+    pools = [specs.pool_manifest(g) for g in groups]
+    singles = specs.singles(16, pools, "ns")
+    assert [w["spec"]["accelerator"]["pools"] for w in singles[:8]] == [
+        [p["metadata"]["name"]] for p in pools
+    ]
+    for w in singles:
+        spec = api.WorkloadSpec.model_validate(w["spec"])
+        assert spec.is_service and spec.replicas == 1 and spec.accelerator.count == 1
+    l4 = next(w for w in singles if w["spec"]["accelerator"]["pools"] == ["l4"])
+    assert "models" not in l4["spec"]["accelerator"]  # the L4 pool names no model
+    gangs = specs.gangs(100, pools, "ns")
+    assert [w["spec"]["replicas"] for w in gangs[:4]] == [2, 4, 8, 2]
+    assert 100 <= sum(w["spec"]["replicas"] for w in gangs) < 108
+
+
+PIN = {"key": "metadata.name", "operator": "In", "values": ["h100-3"]}
+TO_POOL = {"key": "k", "operator": "In", "values": ["v"]}
+
+
+def test_baseline_pod_is_the_tessera_pod_without_tessera() -> None:
+    pod = {
+        "metadata": {
+            "name": "s-00001-h100-0",
+            "namespace": "bench-singles",
+            "uid": "u",
+            "resourceVersion": "7",
+            "labels": {m.WORKLOAD_LABEL: "s-00001", m.POOL_LABEL: "h100", "app": "x"},
+            "ownerReferences": [{"kind": "Workload", "uid": "w"}],
+        },
+        "spec": {
+            "nodeName": "h100-3",
+            "priority": 0,
+            "restartPolicy": "Always",
+            "containers": [
+                {
+                    "name": "main",
+                    "resources": {"requests": {"nvidia.com/gpu": "1"}},
+                    "volumeMounts": [{"name": "kube-api-access-abcde", "mountPath": "/var"}],
+                }
+            ],
+            "volumes": [{"name": "kube-api-access-abcde"}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [TO_POOL], "matchFields": [PIN]}]
+                    }
+                }
+            },
+        },
+        "status": {"phase": "Running"},
+    }
+    out = specs.baseline_pod(pod, "bench-baseline")
+    assert out["metadata"] == {
+        "name": "s-00001-h100-0",
+        "namespace": "bench-baseline",
+        "labels": {"app": "x", specs.GROUP_LABEL: "s-00001"},
+        "annotations": {},
+    }
+    assert set(out["spec"]) == {"containers", "restartPolicy", "tolerations", "affinity"}
+    assert out["spec"]["containers"] == [
+        {"name": "main", "resources": {"requests": {"nvidia.com/gpu": "1"}}}
+    ]
+    term = out["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"][0]
+    assert term == {"matchExpressions": [TO_POOL]}
+    assert (
+        "matchFields"
+        in pod["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"][0]
+    ), "the Tessera pod is left as it was"
+
+
+# --- targets ----------------------------------------------------------------------------------
+
+
+def result(scale: str = "default", **over: Any) -> dict[str, Any]:
+    phase = {
+        "workloads": 10,
+        "pods": 10,
+        "createdToBound": {"p50": 0.5, "p99": 2.0},
+        "operatorPodsCreatedPerSecond": 250.0,
+        "apiWrites": {"operator": {"total": 30, "perWorkload": 3.0}, "watchedLists": 0},
+        "idle": {"seconds": 20, "operatorWrites": 0, "watchedLists": 0},
+    }
+    r = {
+        "scale": scale,
+        "parameters": {"workloads": 10, "nodes": 16},
+        "tessera": {"singles": phase, "gangs": {**phase, "pods": 40}},
+        "ratio": {"singles": 0.9, "gangs": 0.7},
+        "operator": {"idle": {"rssMB": 70.0}, "peakRssMB": 120.0},
+        "restart": {"seconds": 3.0, "duplicatesAndOrphans": 0},
+    }
+    r.update(over)
+    return r
+
+
+def test_targets_say_what_is_met() -> None:
+    rows = {r["target"]: r["met"] for r in fleet_report.targets(result())}
+    assert rows["bound pods/s vs bare scheduler, singles"] is True
+    assert rows["creation to all bound p50, 10 on 16 nodes"] is True
+    assert rows["operator writes per Workload to Running, singles"] is True
+    misses = [r["target"] for r in fleet_report.targets(result()) if r["met"] is False]
+    assert misses == ["bound pods/s vs bare scheduler, gangs"]
+    table = fleet_report.table(fleet_report.targets(result()))
+    assert "NO" in table and "yes" in table
+
+
+def test_large_scale_targets_hold_p99_to_five_seconds() -> None:
+    rows = fleet_report.targets(result("large"))
+    names = [r["target"] for r in rows]
+    assert not any("p50" in n for n in names)
+    p99 = next(r for r in rows if "p99" in r["target"])
+    assert p99["threshold"] == "<= 5 s" and p99["met"] is True
