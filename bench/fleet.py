@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import signal
 import sys
@@ -586,7 +587,7 @@ def write(args: argparse.Namespace, result: dict[str, Any]) -> tuple[Path, Path]
             "bare scheduler singles": b["singles"]["samples"]["createdToBound"],
             "bare scheduler gangs": b["gangs"]["samples"]["createdToBound"],
         },
-        "Tessera: creation to all pods created / Running": {
+        "Tessera: creation to all pods created, Running, ready": {
             "pods created, singles": t["singles"]["samples"]["createdToPodsCreated"],
             "pods created, gangs": t["gangs"]["samples"]["createdToPodsCreated"],
             "Running, singles": t["singles"]["samples"]["createdToRunning"],
@@ -608,6 +609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     state = Path(tempfile.mkdtemp(prefix="tessera-bench-fleet-"))
     bench = Bench(args, state)
     began = datetime.now(UTC)
+    load_at_start = [round(x, 2) for x in os.getloadavg()]
     ok = False
     try:
         with terminated_as_exit():
@@ -634,7 +636,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scale": args.name,
         "startedAt": began.isoformat(timespec="seconds"),
         "durationSeconds": round(time.monotonic() - bench.started, 1),
-        "machine": report.machine(),
+        "machine": {**report.machine(), "loadAverageAtStart": load_at_start},
         "versions": report.versions(bench.server_version),
         "parameters": {
             "nodes": args.nodes,
