@@ -610,6 +610,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench = Bench(args, state)
     began = datetime.now(UTC)
     load_at_start = [round(x, 2) for x in os.getloadavg()]
+    code = report.source()
     ok = False
     try:
         with terminated_as_exit():
@@ -638,6 +639,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "durationSeconds": round(time.monotonic() - bench.started, 1),
         "machine": {**report.machine(), "loadAverageAtStart": load_at_start},
         "versions": report.versions(bench.server_version),
+        "source": {**code, "operatorChangedDuringRun": report.source() != code},
         "parameters": {
             "nodes": args.nodes,
             "pools": args.pools,
@@ -655,6 +657,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         **figures,
     }
     result["targets"] = report.targets(result)
+    if result["source"]["operatorChangedDuringRun"]:
+        bench.say("warning: operator/ changed during the run; the figures mix two versions")
     out, png = write(args, result)
     bench.say(f"done: {out} and {png}")
     print(report.table(result["targets"]))

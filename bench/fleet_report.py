@@ -3,15 +3,18 @@ the terminal table and the chart of latency distributions (matplotlib, Agg backe
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-HACK = Path(__file__).resolve().parent.parent / "hack"
+REPO = Path(__file__).resolve().parent.parent
+HACK = REPO / "hack"
 
 
 def machine() -> dict[str, Any]:
@@ -46,6 +49,28 @@ def versions(server: str | None) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[package] = "?"
     return out
+
+
+def source() -> dict[str, Any]:
+    """The commit, the operator files that differ from it, and a digest of the operator's
+    source: compared at the end, it tells whether the code under test changed mid-run (the
+    tree is shared, and `tessera run` imports it when it starts)."""
+
+    def git(*args: str) -> str:
+        run = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
+        return run.stdout
+
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "operator").rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".yaml"):
+            digest.update(path.relative_to(REPO).as_posix().encode() + path.read_bytes())
+    return {
+        "commit": git("rev-parse", "HEAD").strip(),
+        "uncommittedOperatorFiles": [
+            line[3:] for line in git("status", "--porcelain", "--", "operator").splitlines()
+        ],
+        "operatorDigest": digest.hexdigest()[:16],
+    }
 
 
 def _target(

@@ -23,6 +23,7 @@ def test_fleet_benchmark_runs_and_reports_every_figure(tmp_path: Path) -> None:
     assert (tmp_path / "fleet-custom.png").stat().st_size > 0
     assert r["parameters"]["nodes"] == 16 and len(r["fleet"]) == 2
     assert r["versions"]["apiserver"].startswith("v")
+    assert len(r["source"]["commit"]) == 40 and "operatorChangedDuringRun" in r["source"]
     for mix in ("singles", "gangs"):
         tessera, baseline = r["tessera"][mix], r["baseline"][mix]
         # every workload placed, every pod bound, in both runs
