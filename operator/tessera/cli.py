@@ -50,12 +50,13 @@ def _run(args: argparse.Namespace) -> int:
     # kopf's own bookkeeping lives under Tessera's prefix, not in status.
     settings.persistence.finalizer = f"{api.GROUP}/kopf-finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=api.GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=api.GROUP, key="last-handled-configuration"
-    )
+    settings.persistence.diffbase_storage = handlers.NoDiffBase()
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 4
+    # Watches resume from the last resourceVersion when the server ends them (kopf does not
+    # re-list), and start as a watch-list stream: no LIST at start-up either.
     settings.watching.server_timeout = 300
+    settings.watching.initial_streaming = True
     memo = kopf.Memo(reconciler=reconciler, leader=None)
     if args.leader_elect:
         identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"

@@ -81,7 +81,12 @@ class ObjectFacts:
     labels: Mapping[str, str]
     spec: Mapping[str, Any]
     status: Mapping[str, Any]
-    body: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def reference(self) -> dict[str, Any]:
+        """What an Event needs to name this object (the full body is not kept: memory)."""
+        meta = {"name": self.name, "namespace": self.namespace, "uid": self.uid}
+        return {"metadata": meta}
 
 
 def node_facts(body: Mapping[str, Any]) -> NodeFacts:
@@ -155,7 +160,6 @@ def object_facts(body: Mapping[str, Any]) -> ObjectFacts:
         labels=dict(meta.get("labels") or {}),
         spec=dict(body.get("spec") or {}),
         status=dict(body.get("status") or {}),
-        body=body,
     )
 
 
@@ -189,6 +193,17 @@ def placed_of(status: Mapping[str, Any]) -> Placed | None:
 
 
 @dataclass
+class WorldCache:
+    """What one World can hand the next: pool membership and accelerator resolution, redone
+    only for pools and nodes whose facts changed. Tuples compare by identity first, and the
+    indexes keep an unchanged node's facts object, so a steady fleet costs a few lookups."""
+
+    pools_key: tuple[tuple[str, str], ...] = ()
+    owners: dict[str, tuple[NodeFacts, list[str]]] = field(default_factory=dict)
+    base: dict[str, tuple[str, tuple[NodeFacts, ...], PoolState]] = field(default_factory=dict)
+
+
+@dataclass
 class World:
     """One consistent copy of the indexes, taken at one moment."""
 
@@ -199,6 +214,7 @@ class World:
     namespaces: dict[str, Mapping[str, str]]
     # Placements decided by this process but maybe not yet visible in the workloads index.
     recent: dict[str, Placed] = field(default_factory=dict)
+    cache: WorldCache = field(default_factory=WorldCache, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.pool_specs: dict[str, api.AcceleratorPoolSpec] = {}
@@ -213,39 +229,60 @@ class World:
         for pod in self.pods:
             if pod.workload:
                 self.pods_by_workload[f"{pod.namespace}/{pod.workload}"].append(pod)
-        # Accelerator resolution (catalog + labels + spec) once per pool and cycle.
-        self.base: dict[str, PoolState] = {
-            name: placement.pool_state(
-                name,
-                spec,
-                [
-                    NodeState(name=n, labels=dict(self.nodes[n].labels), allocatable=0, free=0)
-                    for n in self.members[name]
-                ],
-            )
-            for name, spec in self.pool_specs.items()
-        }
+        self._placed: dict[str, Placed | None] = {}
+        self._with_free: dict[str, PoolState] = {}
+        self.base = {name: self._base(name, spec) for name, spec in self.pool_specs.items()}
         self.used = self._used()
         self.reserved = self._reserved()
         self.releases = self._releases()
 
+    def _base(self, name: str, spec: api.AcceleratorPoolSpec) -> PoolState:
+        """Accelerator resolution (catalog + labels + spec), redone only when the pool or one
+        of its nodes changed since the cached World."""
+        rv = self.pools[name].resource_version
+        facts = tuple(self.nodes[n] for n in self.members[name])
+        cached = self.cache.base.get(name)
+        if cached is not None and cached[0] == rv and cached[1] == facts:
+            return cached[2]
+        state = placement.pool_state(
+            name,
+            spec,
+            [NodeState(name=f.name, labels=dict(f.labels), allocatable=0, free=0) for f in facts],
+        )
+        self.cache.base[name] = (rv, facts, state)
+        return state
+
     def placement_of(self, key: str) -> Placed | None:
-        facts = self.workloads.get(key)
-        placed = placed_of(facts.status) if facts else None
-        return placed or self.recent.get(key)
+        if key not in self._placed:
+            facts = self.workloads.get(key)
+            placed = placed_of(facts.status) if facts else None
+            self._placed[key] = placed or self.recent.get(key)
+        return self._placed[key]
 
     def _membership(self) -> tuple[dict[str, list[str]], dict[str, dict[str, str]]]:
         """Nodes of each pool. A node two pools select counts for the first by name only,
         and both pools report the overlap: devices are never counted twice."""
         members: dict[str, list[str]] = {name: [] for name in self.pool_specs}
         overlaps: dict[str, dict[str, str]] = {name: {} for name in self.pool_specs}
+        pools_key = tuple(
+            (name, facts.resource_version) for name, facts in sorted(self.pools.items())
+        )
+        if self.cache.pools_key != pools_key:
+            self.cache.pools_key, self.cache.owners, self.cache.base = pools_key, {}, {}
+        cached = self.cache.owners
+        self.cache.owners = {}
         for node in sorted(self.nodes.values(), key=lambda n: n.name):
-            owners = [
-                name
-                for name, spec in self.pool_specs.items()
-                if not spec.node_selector.is_empty()
-                and spec.node_selector.matches(dict(node.labels))
-            ]
+            hit = cached.get(node.name)
+            if hit is not None and hit[0] == node:
+                owners = hit[1]
+            else:
+                owners = [
+                    name
+                    for name, spec in self.pool_specs.items()
+                    if not spec.node_selector.is_empty()
+                    and spec.node_selector.matches(dict(node.labels))
+                ]
+            self.cache.owners[node.name] = (node, owners)
             if owners:
                 members[owners[0]].append(node.name)
             for other in owners[1:]:
@@ -292,15 +329,16 @@ class World:
     def free(self, node: str, resource: str) -> int:
         facts = self.nodes[node]
         have = facts.allocatable.get(resource, 0)
-        return max(
-            0, have - self.used[node].get(resource, 0) - self.reserved[node].get(resource, 0)
-        )
+        used = self.used.get(node, {}).get(resource, 0)  # .get: no entry made per node
+        return max(0, have - used - self.reserved.get(node, {}).get(resource, 0))
 
     def pool_state(self, pool: str, with_free: bool = True) -> PoolState:
         """The pool as placement sees it; with_free adds each node's free devices now."""
         first = self.base[pool]
         if not with_free:
             return first
+        if pool in self._with_free:
+            return self._with_free[pool]
         resource = first.accelerator.resource_name
         states = []
         for name in self.members.get(pool, []):
@@ -316,7 +354,8 @@ class World:
                     releases=tuple(self.releases.get(name, ())),
                 )
             )
-        return first.model_copy(update={"nodes": tuple(states)})
+        self._with_free[pool] = first.model_copy(update={"nodes": tuple(states)})
+        return self._with_free[pool]
 
     def _releases(self) -> dict[str, list[Release]]:
         """When devices in use come back, by node: running workloads with an estimate."""
@@ -513,7 +552,10 @@ def lifecycle_status(
         new = [cond("Ready", True, "AllReplicasReady", f"{want}/{want} replicas ready on {pool}")]
     else:
         healing = spec.is_service and was == api.Phase.RUNNING.value
-        started = len(live) + created >= want and all(p.phase == "Running" for p in live)
+        # Running once every replica's pod is seen running; pods only just created do not
+        # count, so a status written before its pods exist never claims Running (a restart
+        # then still creates whatever is missing).
+        started = len(live) >= want and all(p.phase == "Running" for p in live)
         phase = api.Phase.RUNNING if healing or started else api.Phase.PLACED
         new = [cond("Ready", False, "ReplicasNotReady", f"{ready}/{want} replicas ready on {pool}")]
     shown = min(ready, want)

@@ -28,8 +28,8 @@ WATCHED = (
     (api.GROUP, "workloads"),
 )
 
-INTERVAL = 2.0  # a full cycle at least this often, even when nothing seems to change
-SETTLE = 0.5  # after a change, wait this long so a burst (one kubectl apply) is one cycle
+INTERVAL = 2.0  # a cycle at least this often, even when nothing seems to change
+SETTLE = 0.05  # after a change, wait this long so changes arriving together share a cycle
 
 _changed = threading.Event()  # set by the indexes whenever something they hold changes
 _indexed = threading.Event()  # set once kopf has pre-populated every index
@@ -39,10 +39,32 @@ def _touch() -> None:
     _changed.set()
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """kopf computes a diff base (a deep copy of the body) on every event for change handlers.
+    Tessera has none (indexes only), so the copy is skipped: it was a tenth of the CPU."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> Any:
+        return {}
+
+    def fetch(self, *, body: kopf.Body) -> None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: Any) -> None:
+        return None
+
+
+# The last facts of each node: a heartbeat that changes nothing Tessera reads wakes nothing.
+_node_facts: dict[str, Any] = {}
+
+
 @kopf.index("nodes")
 def nodes_idx(body: kopf.Body, name: str, **_: Any) -> dict[str, Any]:
+    facts = node_facts(body)
+    if _node_facts.get(name) == facts:
+        return {name: _node_facts[name]}  # the same object: the World cache compares by identity
+    _node_facts[name] = facts
     _touch()
-    return {name: node_facts(body)}
+    return {name: facts}
 
 
 @kopf.index("pods")
@@ -86,8 +108,11 @@ def _single(index: Any) -> dict[Any, Any]:
 
 def _copy_indexes(indices: dict[str, Any]) -> dict[str, Any]:
     """Copies the indexes; runs on the event loop, so nothing changes meanwhile."""
+    nodes = _single(indices["nodes_idx"])
+    for gone in _node_facts.keys() - nodes.keys():
+        del _node_facts[gone]
     return {
-        "nodes": _single(indices["nodes_idx"]),
+        "nodes": nodes,
         "pods": list(_single(indices["pods_idx"]).values()),
         "pools": _single(indices["pools_idx"]),
         "workloads": _single(indices["workloads_idx"]),
@@ -97,7 +122,9 @@ def _copy_indexes(indices: dict[str, Any]) -> dict[str, Any]:
 
 def _cycle(reconciler: Reconciler, copied: dict[str, Any]) -> None:
     """Builds the World (the arithmetic over the copy) and runs one cycle, off the loop."""
-    world = World(**copied, recent=reconciler.recent_for(copied["workloads"]))
+    world = World(
+        **copied, recent=reconciler.recent_for(copied["workloads"]), cache=reconciler.cache
+    )
     reconciler.cycle(world, datetime.now(UTC))
 
 

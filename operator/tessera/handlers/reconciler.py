@@ -21,6 +21,7 @@ from tessera.world import (
     Placed,
     PodFacts,
     World,
+    WorldCache,
     condition,
     lifecycle_status,
     pool_status,
@@ -29,7 +30,10 @@ from tessera.world import (
 
 log = logging.getLogger("tessera.reconciler")
 
-WRITERS = 8  # concurrent API writes within one cycle (the client's pool is sized to match)
+WRITERS = 16  # concurrent API writes within one cycle (the client's pool is sized to match)
+FULL_PASS = 30.0  # seconds between passes over every workload, changed or not (a safety net)
+POOL_DEVICES_EVERY = 5.0  # a pool's device counts are rewritten at most this often
+CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist before it is seen
 
 # Pool conditions where True is good news; for the others (Degraded, NodesOverlap) True is bad.
 POSITIVE_CONDITIONS = frozenset({"Ready", "AcceleratorResolved"})
@@ -52,6 +56,16 @@ class Reconciler:
         self.said: dict[str, str] = {}  # last event message per object, to avoid repeating
         self.heartbeat: float | None = None  # monotonic time the loop last went round
         self._known_pools: set[str] = set()  # pools with metric series, to drop deleted ones
+        # Pods created but not yet in the index (name -> monotonic time): not created twice.
+        self.created: dict[str, float] = {}
+        # What each workload looked like when last reconciled: unchanged ones are skipped.
+        self.seen: dict[str, tuple[Any, ...]] = {}
+        self.full_pass_at = 0.0
+        self.cache = WorldCache()  # membership and accelerator resolution between cycles
+        # Workloads whose status this process wrote but the index does not show yet (key ->
+        # the resourceVersion written over): nothing more is written on top of a stale copy.
+        self.writing: dict[str, str] = {}
+        self.pool_written: dict[str, float] = {}  # pool -> monotonic time of its last write
         self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="tessera-write")
 
     # --- one cycle ------------------------------------------------------------------------
@@ -78,21 +92,62 @@ class Reconciler:
         placed = time.monotonic()
         # Workloads are independent of each other once placement is decided: materialise
         # them concurrently, so a burst is bounded by the API server, not by round trips.
-        keys = sorted(world.workloads)
+        # Only workloads whose facts changed since they were last reconciled are visited,
+        # plus every workload each FULL_PASS seconds: a cycle costs what changed.
+        visible = {f"{p.namespace}/{p.name}" for p in world.pods}
+        clock = time.monotonic()
+        self.created = {
+            n: t for n, t in self.created.items() if n not in visible and clock - t < CREATED_GRACE
+        }
+        self.writing = {
+            k: rv
+            for k, rv in self.writing.items()
+            if k in world.workloads and world.workloads[k].resource_version == rv
+        }
+        full = clock - self.full_pass_at >= FULL_PASS
+        if full:
+            self.full_pass_at = clock
+        self.seen = {k: v for k, v in self.seen.items() if k in world.workloads}
+        keys = []
+        for key in sorted(world.workloads):
+            signature = self._signature(world, key)
+            if full or signature is None or self.seen.get(key) != signature:
+                keys.append((key, signature))
 
-        def reconcile(key: str) -> None:
-            self._guard("Workload", self._reconcile_workload, world, key, now)
+        def reconcile(item: tuple[str, tuple[Any, ...] | None]) -> None:
+            key, signature = item
+            self.seen.pop(key, None)
+            if self._guard("Workload", self._reconcile_workload, world, key, now) and signature:
+                self.seen[key] = signature
 
         list(self._pool.map(reconcile, keys))
         self._metrics(world, statuses, now)
         log.debug(
-            "cycle: %d workloads, %d pools, %d nodes; pools and placement %.2fs, workloads %.2fs",
-            len(keys), len(world.pools), len(world.nodes), placed - started,
+            "cycle: %d workloads (%d visited), %d pools, %d nodes; pools and placement %.2fs, "
+            "workloads %.2fs",
+            len(world.workloads), len(keys), len(world.pools), len(world.nodes), placed - started,
             time.monotonic() - placed,
         )  # fmt: skip
 
-    def _guard(self, kind: str, fn: Any, *args: Any) -> None:
-        """One object's failure is logged and counted, never stops the loop."""
+    def _signature(self, world: World, key: str) -> tuple[Any, ...] | None:
+        """What reconciling a workload depends on; None when it depends on more (time, other
+        pools' room, pods still in flight), so it is always visited."""
+        facts = world.workloads[key]
+        placed = world.placement_of(key)
+        if placed is None or key in world.recent or key in self.writing:
+            return None
+        pool = world.pools.get(placed.pool)
+        if pool is not None and pool.spec.get("draining"):
+            return None  # a migration waits for room elsewhere
+        pods = tuple(world.pods_by_workload.get(key, ()))
+        if any(p.unschedulable_since for p in pods):
+            return None  # the fallback deadline moves with time
+        if any(n.startswith(f"{facts.namespace}/{facts.name}-") for n in self.created):
+            return None  # our own pods, not yet in the index
+        return (facts.resource_version, pool.resource_version if pool else None, pods)
+
+    def _guard(self, kind: str, fn: Any, *args: Any) -> bool:
+        """One object's failure is logged and counted, never stops the loop; False on failure."""
         try:
             fn(*args)
         except TesseraError as err:
@@ -101,6 +156,9 @@ class Reconciler:
         except Exception:
             metrics.RECONCILE_ERRORS.labels(kind).inc()
             log.exception("reconciling %s failed unexpectedly", kind)
+        else:
+            return True
+        return False
 
     def _event(
         self, obj: ObjectFacts, kind: str, reason: str, message: str, warning: bool = False
@@ -110,9 +168,17 @@ class Reconciler:
             return
         self.said[key] = message
         try:
-            self.kube.post_event(dict(obj.body), kind, reason, message, warning)
+            self.kube.post_event(obj.reference, kind, reason, message, warning)
         except ApiError as err:
             log.warning("could not post event %s on %s: %s", reason, obj.name, err)
+
+    def _patch_status(self, facts: ObjectFacts, status: dict[str, Any], guard: bool = True) -> None:
+        """Merge-patches a Workload's status (guarded: only over the resourceVersion read) and
+        remembers it is in flight until the index shows it."""
+        ns = facts.namespace or ""
+        rv = facts.resource_version if guard else None
+        self.kube.patch_workload_status(ns, facts.name, status, rv)
+        self.writing[f"{ns}/{facts.name}"] = facts.resource_version
 
     # --- pools ----------------------------------------------------------------------------
 
@@ -120,7 +186,13 @@ class Reconciler:
         facts = world.pools[name]
         current = {k: facts.status.get(k) for k in status}
         if current != status:
-            self.kube.patch_pool_status(name, status)
+            # Device counts move with every pod; during a burst they are written at most
+            # every POOL_DEVICES_EVERY seconds. Anything else (nodes, conditions) at once.
+            only_devices = all(current[k] == status[k] for k in status if k != "devices")
+            clock = time.monotonic()
+            if not only_devices or clock - self.pool_written.get(name, 0) >= POOL_DEVICES_EVERY:
+                self.kube.patch_pool_status(name, status)
+                self.pool_written[name] = clock
         old = {c.get("type"): c for c in facts.status.get("conditions") or []}
         for cond in status["conditions"]:
             prev = old.get(cond["type"])
@@ -147,7 +219,7 @@ class Reconciler:
                     "conditions": [cond],
                     "observedGeneration": facts.generation,
                 }
-                self.kube.patch_workload_status(facts.namespace or "", facts.name, status)
+                self._patch_status(facts, status, guard=False)
                 self._event(facts, "Workload", "InvalidSpec", message, warning=True)
             return None
 
@@ -156,7 +228,7 @@ class Reconciler:
         for key, facts in sorted(world.workloads.items()):
             if facts.deleting or facts.status.get("phase") in TERMINAL:
                 continue
-            if world.placement_of(key) is not None:
+            if world.placement_of(key) is not None or key in self.writing:
                 continue
             spec = self._spec(facts, now)
             if spec is None:
@@ -175,11 +247,13 @@ class Reconciler:
             return
         with metrics.CYCLE_SECONDS.time():
             decisions = placement.plan(pending, world.snapshot(), now)
+        specs = {(p.namespace, p.name): p.spec for p in pending}
 
         def record(decision: placement.Decision) -> None:
             facts = world.workloads[f"{decision.namespace}/{decision.name}"]
             if decision.placed:
-                self._record_placement(world, facts, decision, now)
+                spec = specs[(decision.namespace, decision.name)]
+                self._record_placement(world, facts, spec, decision, now)
             else:
                 self._record_waiting(facts, decision, now)
 
@@ -211,30 +285,66 @@ class Reconciler:
         }
 
     def _record_placement(
-        self, world: World, facts: ObjectFacts, decision: placement.Decision, now: datetime
+        self,
+        world: World,
+        facts: ObjectFacts,
+        spec: api.WorkloadSpec,
+        decision: placement.Decision,
+        now: datetime,
     ) -> None:
-        """Writes the decision into status first (guarded by resourceVersion), then remembers it."""
+        """Writes the decision into status (guarded by resourceVersion), then creates the pods
+        at once. The status already says what it will be once they exist, so the next status
+        write is the one that reports them running: two status writes per placement."""
         message = decision.message or f"placed on {decision.pool}"
         status = self._placement_status(facts, decision, now, message)
+        pool = decision.pool or ""
+        status.update(
+            lifecycle_status(spec, pool, status, facts.generation, {}, [], spec.replicas, now)
+        )
         ns = facts.namespace or ""
         try:
-            self.kube.patch_workload_status(ns, facts.name, status, facts.resource_version)
+            self._patch_status(facts, status)
         except Conflict:
             log.info("workload %s/%s changed under us; deciding again next cycle", ns, facts.name)
             return
         assignments = {a.replica: a.node for a in decision.assignments}
-        self.recent[f"{ns}/{facts.name}"] = (
-            facts.uid,
-            Placed(decision.pool or "", assignments, now),
-        )
+        placed = Placed(pool, assignments, now)
+        self.recent[f"{ns}/{facts.name}"] = (facts.uid, placed)
         objective = (
             "custom" if facts.spec.get("weights") else str(facts.spec.get("objective", "balanced"))
         )
         metrics.PLACEMENTS.labels(decision.pool, objective).inc()
         self._event(facts, "Workload", "Placed", message)
-        log.info(
-            "placed %s/%s on %s (score %.1f)", ns, facts.name, decision.pool, decision.score or 0
+        log.info("placed %s/%s on %s (score %.1f)", ns, facts.name, pool, decision.score or 0)
+        create = self._creator(world, facts, spec, placed)
+        if all([create(replica) for replica in range(spec.replicas)]):
+            metrics.PLACEMENT_LATENCY.observe(max(0.0, (now - facts.created).total_seconds()))
+
+    def _creator(
+        self, world: World, facts: ObjectFacts, spec: api.WorkloadSpec, placed: Placed
+    ) -> Callable[[int], bool]:
+        """Creates one replica's pod on the placed pool; False when it exists or is on its way
+        (created by this process and not yet in the index)."""
+        workload = api.Workload(
+            metadata={"name": facts.name, "namespace": facts.namespace}, spec=spec
         )
+        pool_spec = world.pool_specs[placed.pool]
+        accelerator = world.pool_state(placed.pool, with_free=False).accelerator.to_api()
+        ns = facts.namespace or ""
+
+        def create(replica: int) -> bool:
+            key = f"{ns}/{runtime.pod_name(facts.name, placed.pool, replica)}"
+            if key in self.created:
+                return False
+            node = placed.assignments.get(replica)
+            pod = runtime.build_pod(
+                workload, facts.uid, placed.pool, pool_spec, accelerator, replica, node
+            )
+            done = self._create(facts, pod)
+            self.created[key] = time.monotonic()
+            return done
+
+        return create
 
     def _record_waiting(
         self, facts: ObjectFacts, decision: placement.Decision, now: datetime
@@ -259,9 +369,7 @@ class Reconciler:
             ],
         }
         try:
-            self.kube.patch_workload_status(
-                facts.namespace or "", facts.name, status, facts.resource_version
-            )
+            self._patch_status(facts, status)
         except Conflict:
             return
         self._event(facts, "Workload", reason, message, warning=not feasible)
@@ -273,8 +381,8 @@ class Reconciler:
         if facts.deleting or facts.status.get("phase") in TERMINAL:
             return
         placed = world.placement_of(key)
-        if placed is None:
-            return
+        if placed is None or key in world.recent or key in self.writing:
+            return  # not placed, or the index does not show this process's last write yet
         spec = self._spec(facts, now)
         if spec is None:
             return
@@ -292,28 +400,21 @@ class Reconciler:
             why = f"pods unschedulable for over {limit}s: {stuck.unschedulable_message}"
             self._withdraw(facts, placed, list(current.values()), why, now)
             return
-        workload = api.Workload(
-            metadata={"name": facts.name, "namespace": facts.namespace}, spec=spec
-        )
         pool_spec = world.pool_specs[placed.pool]
-        accelerator = world.pool_state(placed.pool, with_free=False).accelerator.to_api()
         phase = facts.status.get("phase")
+        create = self._creator(world, facts, spec, placed)
+        ns = facts.namespace or ""
+        in_flight = sum(
+            f"{ns}/{runtime.pod_name(facts.name, placed.pool, r)}" in self.created
+            for r in range(spec.replicas)
+            if r not in current
+        )
         created = 0
-
-        def create(replica: int) -> bool:
-            node = placed.assignments.get(replica)
-            pod = runtime.build_pod(
-                workload, facts.uid, placed.pool, pool_spec, accelerator, replica, node
-            )
-            return self._create(facts, pod)
-
         if spec.is_service:
             created = self._reconcile_service(facts, spec, placed, create, current, old)
         elif phase in (None, api.Phase.PENDING.value, api.Phase.PLACED.value):
             created = sum(create(r) for r in range(spec.replicas) if r not in current)
-        if created and len(current) + created >= spec.replicas and phase == api.Phase.PLACED.value:
-            metrics.PLACEMENT_LATENCY.observe(max(0.0, (now - facts.created).total_seconds()))
-        self._write_lifecycle(facts, spec, placed, current, old, created, now)
+        self._write_lifecycle(facts, spec, placed, current, old, created + in_flight, now)
         if spec.is_service and pool_spec.draining and not old and self._all_ready(current, spec):
             self._migrate(world, facts, spec, placed, now)
 
@@ -420,7 +521,7 @@ class Reconciler:
                 condition("Ready", False, "NotPlaced", message, gen, conds, now),
             ],
         }
-        self.kube.patch_workload_status(ns, facts.name, status)
+        self._patch_status(facts, status, guard=False)
         self.recent.pop(f"{ns}/{facts.name}", None)
         metrics.FALLBACKS.labels(placed.pool).inc()
         self._event(facts, "Workload", "FallbackTriggered", message, warning=True)
@@ -451,7 +552,7 @@ class Reconciler:
                 f"pool {placed.pool} is draining; no other pool has room yet: {decision.message}"
             )
             if facts.status.get("message") != message:
-                self.kube.patch_workload_status(ns, facts.name, {"message": message})
+                self._patch_status(facts, {"message": message}, guard=False)
                 self._event(facts, "Workload", "MigrationWaiting", message, warning=True)
             return
         message = f"pool {placed.pool} is draining: migrating to {decision.pool}, one pod at a time"
@@ -471,7 +572,7 @@ class Reconciler:
             )
         ]
         try:
-            self.kube.patch_workload_status(ns, facts.name, status, facts.resource_version)
+            self._patch_status(facts, status)
         except Conflict:
             return
         assignments = {a.replica: a.node for a in decision.assignments}
@@ -498,9 +599,7 @@ class Reconciler:
         if {k: facts.status.get(k) for k in status} == status:
             return
         try:
-            self.kube.patch_workload_status(
-                facts.namespace or "", facts.name, status, facts.resource_version
-            )
+            self._patch_status(facts, status)
         except (Conflict, NotFound):
             return
         phase = status["phase"]
