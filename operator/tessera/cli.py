@@ -18,6 +18,7 @@ def _run(args: argparse.Namespace) -> int:
     import kopf
 
     from tessera import handlers, metrics
+    from tessera.handlers import toggles
     from tessera.handlers.leadership import Leader
     from tessera.handlers.reconciler import Reconciler
     from tessera.k8s import Kube
@@ -65,6 +66,7 @@ def _run(args: argparse.Namespace) -> int:
             "leader election on lease %s/%s as %s", args.lease_namespace, args.lease_name, identity
         )
     _ = handlers  # importing registers the indexes and the loop with kopf
+    toggles.install()  # start-up in O(objects), not O(objects^2): see tessera.handlers.toggles
     try:
         kopf.run(
             clusterwide=not args.namespace,

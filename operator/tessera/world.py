@@ -83,6 +83,11 @@ class ObjectFacts:
     status: Mapping[str, Any]
 
     @property
+    def key(self) -> str:
+        """namespace/name, as the World keys workloads."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
     def reference(self) -> dict[str, Any]:
         """What an Event needs to name this object (the full body is not kept: memory)."""
         meta = {"name": self.name, "namespace": self.namespace, "uid": self.uid}

@@ -33,6 +33,7 @@ log = logging.getLogger("tessera.reconciler")
 WRITERS = 16  # concurrent API writes within one cycle (the client's pool is sized to match)
 FULL_PASS = 30.0  # seconds between passes over every workload, changed or not (a safety net)
 POOL_DEVICES_EVERY = 5.0  # a pool's device counts are rewritten at most this often
+PROGRESS_EVERY = 5.0  # a starting workload's ready count is rewritten at most this often
 CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist before it is seen
 
 # Pool conditions where True is good news; for the others (Degraded, NodesOverlap) True is bad.
@@ -45,6 +46,17 @@ def _iso(now: datetime) -> str:
 
 def _dump(models: Any) -> Any:
     return [m.model_dump(by_alias=True, mode="json", exclude_none=True) for m in models]
+
+
+def _progress_only(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """True when a new lifecycle status differs from the old only in counts and messages:
+    same phase, same condition types, statuses and reasons."""
+
+    def shape(status: Mapping[str, Any]) -> Any:
+        conds = status.get("conditions") or []
+        return status.get("phase"), [(c["type"], c["status"], c["reason"]) for c in conds]
+
+    return bool(before.get("phase")) and shape(before) == shape(after)
 
 
 class Reconciler:
@@ -65,6 +77,8 @@ class Reconciler:
         # Workloads whose status this process wrote but the index does not show yet (key ->
         # the resourceVersion written over): nothing more is written on top of a stale copy.
         self.writing: dict[str, str] = {}
+        self.status_written: dict[str, float] = {}  # key -> monotonic time of the last write
+        self.deferred: set[str] = set()  # progress-only status changes not yet written
         self.pool_written: dict[str, float] = {}  # pool -> monotonic time of its last write
         self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="tessera-write")
 
@@ -108,6 +122,10 @@ class Reconciler:
         if full:
             self.full_pass_at = clock
         self.seen = {k: v for k, v in self.seen.items() if k in world.workloads}
+        self.status_written = {
+            k: t for k, t in self.status_written.items() if clock - t < PROGRESS_EVERY
+        }
+        self.deferred &= world.workloads.keys()
         keys = []
         for key in sorted(world.workloads):
             signature = self._signature(world, key)
@@ -134,7 +152,7 @@ class Reconciler:
         pools' room, pods still in flight), so it is always visited."""
         facts = world.workloads[key]
         placed = world.placement_of(key)
-        if placed is None or key in world.recent or key in self.writing:
+        if placed is None or key in world.recent or key in self.writing or key in self.deferred:
             return None
         pool = world.pools.get(placed.pool)
         if pool is not None and pool.spec.get("draining"):
@@ -178,7 +196,8 @@ class Reconciler:
         ns = facts.namespace or ""
         rv = facts.resource_version if guard else None
         self.kube.patch_workload_status(ns, facts.name, status, rv)
-        self.writing[f"{ns}/{facts.name}"] = facts.resource_version
+        self.writing[facts.key] = facts.resource_version
+        self.status_written[facts.key] = time.monotonic()
 
     # --- pools ----------------------------------------------------------------------------
 
@@ -597,7 +616,16 @@ class Reconciler:
             spec, placed.pool, facts.status, facts.generation, current, old, created, now
         )
         if {k: facts.status.get(k) for k in status} == status:
+            self.deferred.discard(facts.key)
             return
+        if _progress_only(facts.status, status):
+            # Only counts moved (3/8 ready): written at most every PROGRESS_EVERY seconds,
+            # so a gang starting up costs one write when it is Running, not one per pod.
+            written = self.status_written.get(facts.key, 0.0)
+            if time.monotonic() - written < PROGRESS_EVERY:
+                self.deferred.add(facts.key)  # visited again until written
+                return
+        self.deferred.discard(facts.key)
         try:
             self._patch_status(facts, status)
         except (Conflict, NotFound):
