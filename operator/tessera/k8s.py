@@ -107,8 +107,9 @@ class Kube:
         # A pooled keep-alive connection the server closed is retried; anything else fails
         # over to the caller quickly, and the loop retries on its own schedule.
         self._api.configuration.retries = 2
-        # One connection per concurrent writer of the reconcile loop, and a few for the rest.
-        self._api.rest_client.pool_manager.connection_pool_kw["maxsize"] = 16
+        # One connection per concurrent writer of the reconcile loop (32 for objects, 4 for
+        # Events), and a few for the rest.
+        self._api.rest_client.pool_manager.connection_pool_kw["maxsize"] = 48
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
     @classmethod

@@ -53,12 +53,15 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
+# Index handlers are coroutines: kopf runs a plain function in a thread executor, and that
+# hand-off per watch event was a third of the operator's CPU in a burst.
+
 # The last facts of each node: a heartbeat that changes nothing Tessera reads wakes nothing.
 _node_facts: dict[str, Any] = {}
 
 
 @kopf.index("nodes")
-def nodes_idx(body: kopf.Body, name: str, **_: Any) -> dict[str, Any]:
+async def nodes_idx(body: kopf.Body, name: str, **_: Any) -> dict[str, Any]:
     facts = node_facts(body)
     if _node_facts.get(name) == facts:
         return {name: _node_facts[name]}  # the same object: the World cache compares by identity
@@ -68,7 +71,7 @@ def nodes_idx(body: kopf.Body, name: str, **_: Any) -> dict[str, Any]:
 
 
 @kopf.index("pods")
-def pods_idx(
+async def pods_idx(
     body: kopf.Body, namespace: str | None, name: str, **_: Any
 ) -> dict[tuple[str | None, str], Any] | None:
     facts = pod_facts(body)
@@ -79,24 +82,26 @@ def pods_idx(
 
 
 @kopf.index(api.GROUP, api.VERSION, "acceleratorpools")
-def pools_idx(body: kopf.Body, name: str, **_: Any) -> dict[str, Any]:
+async def pools_idx(body: kopf.Body, name: str, **_: Any) -> dict[str, Any]:
     _touch()
     return {name: object_facts(body)}
 
 
 @kopf.index(api.GROUP, api.VERSION, "workloads")
-def workloads_idx(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[str, Any]:
+async def workloads_idx(
+    body: kopf.Body, namespace: str | None, name: str, **_: Any
+) -> dict[str, Any]:
     _touch()
     return {f"{namespace}/{name}": object_facts(body)}
 
 
 @kopf.index("namespaces")
-def namespaces_idx(name: str, labels: kopf.Labels, **_: Any) -> dict[str, Any]:
+async def namespaces_idx(name: str, labels: kopf.Labels, **_: Any) -> dict[str, Any]:
     return {name: dict(labels)}
 
 
 @kopf.on.event("namespaces", when=lambda **_: not _indexed.is_set())
-def indexes_ready(**_: Any) -> None:
+async def indexes_ready(**_: Any) -> None:
     """kopf runs non-indexing handlers only after every index is pre-populated."""
     _indexed.set()
 

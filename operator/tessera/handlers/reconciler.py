@@ -30,7 +30,8 @@ from tessera.world import (
 
 log = logging.getLogger("tessera.reconciler")
 
-WRITERS = 16  # concurrent API writes within one cycle (the client's pool is sized to match)
+WRITERS = 32  # concurrent API writes within one cycle (the client's pool is sized to match)
+EVENT_WRITERS = 4  # Events are posted beside the work, never in its critical path
 FULL_PASS = 30.0  # seconds between passes over every workload, changed or not (a safety net)
 POOL_DEVICES_EVERY = 5.0  # a pool's device counts are rewritten at most this often
 PROGRESS_EVERY = 5.0  # a starting workload's ready count is rewritten at most this often
@@ -81,6 +82,7 @@ class Reconciler:
         self.deferred: set[str] = set()  # progress-only status changes not yet written
         self.pool_written: dict[str, float] = {}  # pool -> monotonic time of its last write
         self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="tessera-write")
+        self._events = ThreadPoolExecutor(EVENT_WRITERS, thread_name_prefix="tessera-event")
 
     # --- one cycle ------------------------------------------------------------------------
 
@@ -185,10 +187,14 @@ class Reconciler:
         if self.said.get(key) == message:
             return
         self.said[key] = message
-        try:
-            self.kube.post_event(obj.reference, kind, reason, message, warning)
-        except ApiError as err:
-            log.warning("could not post event %s on %s: %s", reason, obj.name, err)
+
+        def post() -> None:
+            try:
+                self.kube.post_event(obj.reference, kind, reason, message, warning)
+            except TesseraError as err:
+                log.warning("could not post event %s on %s: %s", reason, obj.name, err)
+
+        self._events.submit(post)
 
     def _patch_status(self, facts: ObjectFacts, status: dict[str, Any], guard: bool = True) -> None:
         """Merge-patches a Workload's status (guarded: only over the resourceVersion read) and
