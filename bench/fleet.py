@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import urllib3
 import yaml
 
 HERE = Path(__file__).resolve().parent
@@ -462,13 +463,24 @@ class Bench:
 
     # --- cleaning up between phases -------------------------------------------------------
 
+    def delete_collection(self, path: str, query: dict[str, str] | None = None) -> None:
+        """DELETE of a whole collection. With 10,000 objects the API server can end the
+        request before it is done (the deletion stops with it), so it is sent again."""
+        for _ in range(5):
+            try:
+                self.api.call("DELETE", path, query=query, timeout=300, ok=(404,))
+                return
+            except urllib3.exceptions.HTTPError as err:
+                self.say(f"  DELETE {path} ended early ({type(err).__name__}); sending it again")
+        raise BenchError(f"DELETE {path} kept ending early")
+
     def cleanup(self, phase: Phase) -> None:
         """Deletes the phase's namespace (Workloads first, so the operator never sees a
         Workload without its pods) and waits until it is gone and its devices are free."""
         ns = phase.namespace
         self.say(f"  deleting {ns}")
         if phase.workloads is not None:
-            self.api.call("DELETE", WORKLOADS.format(ns=ns))
+            self.delete_collection(WORKLOADS.format(ns=ns))
             wl = phase.workloads
             wait_until(
                 f"the Workloads in {ns} to go",
@@ -477,7 +489,7 @@ class Bench:
                 checks=[phase.check],
             )
         self.api.call("DELETE", f"/api/v1/namespaces/{ns}", ok=(404,))
-        self.api.call("DELETE", PODS.format(ns=ns), query={"gracePeriodSeconds": "0"}, ok=(404,))
+        self.delete_collection(PODS.format(ns=ns), {"gracePeriodSeconds": "0"})
         pods = phase.pods.counts()[0]
         wait_until(
             f"namespace {ns} to go",

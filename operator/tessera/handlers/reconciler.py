@@ -34,7 +34,7 @@ WRITERS = 32  # concurrent API writes within one cycle (the client's pool is siz
 EVENT_WRITERS = 4  # Events are posted beside the work, never in its critical path
 FULL_PASS = 30.0  # seconds between passes over every workload, changed or not (a safety net)
 POOL_DEVICES_EVERY = 5.0  # a pool's device counts are rewritten at most this often
-PROGRESS_EVERY = 5.0  # a starting workload's ready count is rewritten at most this often
+PROGRESS_EVERY = 30.0  # a starting workload's ready count is rewritten at most this often
 CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist before it is seen
 
 # Pool conditions where True is good news; for the others (Degraded, NodesOverlap) True is bad.
