@@ -69,8 +69,10 @@ class Reconciler:
         self.said: dict[str, str] = {}  # last event message per object, to avoid repeating
         self.heartbeat: float | None = None  # monotonic time the loop last went round
         self._known_pools: set[str] = set()  # pools with metric series, to drop deleted ones
-        # Pods created but not yet in the index (name -> monotonic time): not created twice.
-        self.created: dict[str, float] = {}
+        # Pods created but not yet in the index (namespace/name -> monotonic time, workload
+        # key): not created twice; `inflight` holds the workloads they belong to.
+        self.created: dict[str, tuple[float, str]] = {}
+        self.inflight: set[str] = set()
         # What each workload looked like when last reconciled: unchanged ones are skipped.
         self.seen: dict[str, tuple[Any, ...]] = {}
         self.full_pass_at = 0.0
@@ -113,8 +115,11 @@ class Reconciler:
         visible = {f"{p.namespace}/{p.name}" for p in world.pods}
         clock = time.monotonic()
         self.created = {
-            n: t for n, t in self.created.items() if n not in visible and clock - t < CREATED_GRACE
+            n: (t, w)
+            for n, (t, w) in self.created.items()
+            if n not in visible and clock - t < CREATED_GRACE
         }
+        self.inflight = {w for _, w in self.created.values()}
         self.writing = {
             k: rv
             for k, rv in self.writing.items()
@@ -162,7 +167,7 @@ class Reconciler:
         pods = tuple(world.pods_by_workload.get(key, ()))
         if any(p.unschedulable_since for p in pods):
             return None  # the fallback deadline moves with time
-        if any(n.startswith(f"{facts.namespace}/{facts.name}-") for n in self.created):
+        if key in self.inflight:
             return None  # our own pods, not yet in the index
         return (facts.resource_version, pool.resource_version if pool else None, pods)
 
@@ -366,7 +371,7 @@ class Reconciler:
                 workload, facts.uid, placed.pool, pool_spec, accelerator, replica, node
             )
             done = self._create(facts, pod)
-            self.created[key] = time.monotonic()
+            self.created[key] = (time.monotonic(), facts.key)
             return done
 
         return create
