@@ -465,13 +465,20 @@ class Bench:
 
     def delete_collection(self, path: str, query: dict[str, str] | None = None) -> None:
         """DELETE of a whole collection. With 10,000 objects the API server can end the
-        request before it is done (the deletion stops with it), so it is sent again."""
-        for _ in range(5):
+        request before it is done (a dropped connection or a 504 after its 60 s request
+        timeout; the deletion stops with it), so it is sent again until it completes."""
+        for _ in range(20):
             try:
-                self.api.call("DELETE", path, query=query, timeout=300, ok=(404,))
-                return
+                status, _ = self.api.call(
+                    "DELETE", path, query=query, timeout=300, ok=(404, 500, 503, 504)
+                )
             except urllib3.exceptions.HTTPError as err:
-                self.say(f"  DELETE {path} ended early ({type(err).__name__}); sending it again")
+                status, why = 0, type(err).__name__
+            else:
+                why = str(status)
+            if status < 500 and status != 0:
+                return
+            self.say(f"  DELETE {path} ended early ({why}); sending it again")
         raise BenchError(f"DELETE {path} kept ending early")
 
     def cleanup(self, phase: Phase) -> None:
