@@ -573,3 +573,14 @@ def lifecycle_status(
         "conditions": kept + new,
         "observedGeneration": generation,
     }
+
+
+def progress_only(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """True when a new lifecycle status differs from the old only in counts and messages
+    (same phase, same condition types, statuses and reasons): such a write can wait."""
+
+    def shape(status: Mapping[str, Any]) -> Any:
+        conds = status.get("conditions") or []
+        return status.get("phase"), [(c["type"], c["status"], c["reason"]) for c in conds]
+
+    return bool(before.get("phase")) and shape(before) == shape(after)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tessera import api
-from tessera.world import PodFacts, lifecycle_status
+from tessera.world import PodFacts, lifecycle_status, progress_only
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -74,3 +74,15 @@ def test_a_service_stays_running_while_it_heals_and_counts_old_pods_in_migration
     assert healing["phase"] == "Running" and healing["readyReplicas"] == 2
     migrating = status(svc, {"phase": "Running"}, [pod(0), pod(1)], old=[pod(2, pool="a100")])
     assert migrating["readyReplicas"] == 3 and migrating["replicas"] == 3
+
+
+def test_progress_only_is_a_change_of_counts_not_of_phase_or_reasons() -> None:
+    def status(phase: str, ready: str, reason: str) -> dict[str, Any]:
+        cond = {"type": "Ready", "status": "False", "reason": reason, "message": ready}
+        return {"phase": phase, "summary": {"ready": ready}, "conditions": [cond]}
+
+    starting = status("Placed", "0/8", "ReplicasNotReady")
+    assert progress_only(starting, status("Placed", "3/8", "ReplicasNotReady"))
+    assert not progress_only(starting, status("Running", "3/8", "ReplicasNotReady"))
+    assert not progress_only(starting, status("Placed", "3/8", "PodFailed"))
+    assert not progress_only({}, status("Placed", "0/8", "ReplicasNotReady"))  # first write

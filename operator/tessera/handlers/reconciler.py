@@ -25,6 +25,7 @@ from tessera.world import (
     condition,
     lifecycle_status,
     pool_status,
+    progress_only,
     validation_message,
 )
 
@@ -47,17 +48,6 @@ def _iso(now: datetime) -> str:
 
 def _dump(models: Any) -> Any:
     return [m.model_dump(by_alias=True, mode="json", exclude_none=True) for m in models]
-
-
-def _progress_only(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
-    """True when a new lifecycle status differs from the old only in counts and messages:
-    same phase, same condition types, statuses and reasons."""
-
-    def shape(status: Mapping[str, Any]) -> Any:
-        conds = status.get("conditions") or []
-        return status.get("phase"), [(c["type"], c["status"], c["reason"]) for c in conds]
-
-    return bool(before.get("phase")) and shape(before) == shape(after)
 
 
 class Reconciler:
@@ -629,7 +619,7 @@ class Reconciler:
         if {k: facts.status.get(k) for k in status} == status:
             self.deferred.discard(facts.key)
             return
-        if _progress_only(facts.status, status):
+        if progress_only(facts.status, status):
             # Only counts moved (3/8 ready): written at most every PROGRESS_EVERY seconds,
             # so a gang starting up costs one write when it is Running, not one per pod.
             written = self.status_written.get(facts.key, 0.0)
