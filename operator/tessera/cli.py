@@ -18,7 +18,6 @@ def _run(args: argparse.Namespace) -> int:
     import kopf
 
     from tessera import handlers, metrics
-    from tessera.handlers import toggles
     from tessera.handlers.leadership import Leader
     from tessera.handlers.reconciler import Reconciler
     from tessera.k8s import Kube
@@ -47,30 +46,21 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     log.info("metrics and /healthz on %s:%d", args.metrics_address, args.metrics_port)
 
+    # kopf runs the process; it watches nothing itself (see tessera.handlers.informers), so it
+    # writes no finalizers, progress annotations or handler Events on Tessera's objects.
     settings = kopf.OperatorSettings()
-    # kopf's own bookkeeping lives under Tessera's prefix, not in status.
-    settings.persistence.finalizer = f"{api.GROUP}/kopf-finalizer"
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=api.GROUP)
-    settings.persistence.diffbase_storage = handlers.NoDiffBase()
-    settings.posting.level = logging.WARNING
-    settings.execution.max_workers = 4
-    # Watches resume from the last resourceVersion when the server ends them (kopf does not
-    # re-list), and start as a watch-list stream: no LIST at start-up either.
-    settings.watching.server_timeout = 300
-    settings.watching.initial_streaming = True
-    memo = kopf.Memo(reconciler=reconciler, leader=None)
+    settings.posting.enabled = False
+    memo = kopf.Memo(reconciler=reconciler, leader=None, namespaces=tuple(args.namespace))
     if args.leader_elect:
         identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
         memo.leader = Leader(kube, args.lease_namespace, args.lease_name, identity)
         log.info(
             "leader election on lease %s/%s as %s", args.lease_namespace, args.lease_name, identity
         )
-    _ = handlers  # importing registers the indexes and the loop with kopf
-    toggles.install()  # start-up in O(objects), not O(objects^2): see tessera.handlers.toggles
+    _ = handlers  # importing registers the loop with kopf
     try:
         kopf.run(
-            clusterwide=not args.namespace,
-            namespaces=args.namespace or (),
+            clusterwide=True,  # kopf itself watches nothing; the caches honour --namespace
             # Replicas coordinate through the Lease, not kopf peering: every replica keeps
             # its watches (a warm standby), only the Lease holder places and writes.
             standalone=True,

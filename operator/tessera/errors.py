@@ -32,5 +32,9 @@ class Conflict(ApiError):
     """The object already exists, or changed since it was read."""
 
 
+class Gone(ApiError):
+    """A watch or list asked for a resourceVersion the server no longer keeps: list again."""
+
+
 class InvalidSpec(TesseraError):
     """An object's spec cannot be parsed; the message names the field."""

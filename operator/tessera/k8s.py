@@ -6,17 +6,18 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from tessera import api
-from tessera.errors import ApiError, ClusterUnreachable, Conflict, CRDsMissing, NotFound
+from tessera.errors import ApiError, ClusterUnreachable, Conflict, CRDsMissing, Gone, NotFound
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -96,6 +97,8 @@ def _translate(err: ApiException) -> ApiError:
         return NotFound(status, reason, message)
     if status == 409:
         return Conflict(status, reason, message)
+    if status == 410:
+        return Gone(status, reason, message)
     return ApiError(status, reason, message)
 
 
@@ -108,8 +111,8 @@ class Kube:
         # over to the caller quickly, and the loop retries on its own schedule.
         self._api.configuration.retries = 2
         # One connection per concurrent writer of the reconcile loop (32 for objects, 4 for
-        # Events), and a few for the rest.
-        self._api.rest_client.pool_manager.connection_pool_kw["maxsize"] = 48
+        # Events), one per watch, and a few for the rest.
+        self._api.rest_client.pool_manager.connection_pool_kw["maxsize"] = 64
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
     @classmethod
@@ -147,16 +150,17 @@ class Kube:
             "private_key_path": cfg.key_file,
         }
 
-    def request(
+    def _send(
         self,
         method: str,
         path: str,
-        body: Any = None,
-        query: dict[str, str] | None = None,
-        content_type: str = "application/json",
-        timeout: float = 30,
-    ) -> dict[str, Any]:
-        """One raw request; no model validation, so any valid object round-trips intact."""
+        body: Any,
+        query: dict[str, str] | None,
+        content_type: str,
+        timeout: float | tuple[float, float],
+    ) -> Any:
+        """Sends one request; returns the response with its body not yet read (so a watch can
+        stream it), or raises the Tessera error for a refusal or an unreachable server."""
         headers = {"Accept": "application/json", "Content-Type": content_type}
         params = list((query or {}).items())
         _, url, headers, data, _ = self._api.param_serialize(
@@ -169,23 +173,65 @@ class Kube:
         )
         try:
             resp = self._api.call_api(method, url, headers, data, _request_timeout=timeout)
-            resp.read()  # type: ignore[no-untyped-call]
+            if resp.status >= 400:
+                resp.read()  # type: ignore[no-untyped-call]
         except ApiException as err:
             raise _translate(err) from err
         except Exception as err:  # urllib3 connection errors and the like
-            host = self._api.configuration.host
-            cause = re.search(
-                r"\[Errno -?\d+\] [^'\"()]+|timed out|certificate verify failed", str(err)
-            )
-            why = cause.group(0).strip() if cause else type(err).__name__
-            raise ClusterUnreachable(
-                f"cannot reach the Kubernetes API server at {host}: {why}"
-            ) from err
+            raise self._unreachable(err) from err
         if resp.status >= 400:
             raise _translate(ApiException(http_resp=resp))
-        raw = resp.data or b"{}"
+        return resp
+
+    def _unreachable(self, err: Exception) -> ClusterUnreachable:
+        host = self._api.configuration.host
+        cause = re.search(
+            r"\[Errno -?\d+\] [^'\"()]+|timed out|certificate verify failed", str(err)
+        )
+        why = cause.group(0).strip() if cause else type(err).__name__
+        return ClusterUnreachable(f"cannot reach the Kubernetes API server at {host}: {why}")
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+        content_type: str = "application/json",
+        timeout: float = 30,
+    ) -> dict[str, Any]:
+        """One raw request; no model validation, so any valid object round-trips intact."""
+        resp = self._send(method, path, body, query, content_type, timeout)
+        try:
+            raw = resp.read() or b"{}"
+        except Exception as err:
+            raise self._unreachable(err) from err
         result: dict[str, Any] = json.loads(raw)
         return result
+
+    def watch(self, path: str, resource_version: str, seconds: int) -> Iterator[dict[str, Any]]:
+        """Streams a watch of a collection from a resourceVersion, one event ({type, object})
+        at a time, until the server ends it after `seconds`. Bookmarks are asked for, so a
+        quiet collection still moves the resourceVersion on and a resumed watch is cheap."""
+        query = {
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(seconds),
+        }
+        resp = self._send("GET", path, None, query, "application/json", (10, seconds + 30))
+        stream = resp.response
+        pending = b""
+        try:
+            for chunk in stream.stream(1 << 16):
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)
+        except urllib3.exceptions.HTTPError as err:
+            raise self._unreachable(err) from err
+        finally:
+            stream.release_conn()
 
     # --- health and preflight -----------------------------------------------------------
 

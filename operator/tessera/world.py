@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from sys import intern
 from typing import Any
 
 from pydantic import ValidationError
@@ -99,7 +100,8 @@ def node_facts(body: Mapping[str, Any]) -> NodeFacts:
     conds = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
     return NodeFacts(
         name=meta["name"],
-        labels=dict(meta.get("labels") or {}),
+        # Thousands of nodes repeat the same few dozen label keys and values: shared, not copied.
+        labels={intern(k): intern(v) for k, v in (meta.get("labels") or {}).items()},
         ready=conds.get("Ready") == "True" and not spec.get("unschedulable", False),
         capacity=_extended(status.get("capacity")),
         allocatable=_extended(status.get("allocatable")),

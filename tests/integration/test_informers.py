@@ -1,0 +1,148 @@
+"""The operator's list-and-watch caches against the real API server: they fill, follow
+changes, wake the loop only for changes that matter, and list again after 410 Gone."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tessera.errors import Gone
+from tessera.handlers.informers import Informer, Informers, sources
+from tessera.k8s import Kube
+from tessera.world import PodFacts
+
+DEVICE = "nvidia.com/gpu"
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := check():
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def kube(cluster: Any) -> Kube:
+    return Kube.connect(str(cluster.kubeconfig))
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> Iterator[str]:
+    name = f"inf-{uuid.uuid4().hex[:8]}"
+    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    yield name
+    kube.request("DELETE", f"/api/v1/namespaces/{name}")
+
+
+def pod(name: str, devices: int) -> dict[str, Any]:
+    resources = {"requests": {DEVICE: str(devices)}, "limits": {DEVICE: str(devices)}}
+    container = {"name": "main", "image": "busybox", "resources": resources if devices else {}}
+    # No scheduler has this name: the pod stays as created, so only this test changes it.
+    spec = {"containers": [container], "schedulerName": "nobody"}
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.calls = 0
+        self.event = threading.Event()
+
+    def __call__(self) -> None:
+        self.calls += 1
+        self.event.set()
+
+
+def test_a_pod_cache_follows_creation_change_and_deletion(kube: Kube, namespace: str) -> None:
+    (source,) = sources([namespace])["pods"]
+    changed = Counter()
+    informer = Informer(kube, source, changed)
+    kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod("before", 1))
+    kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod("no-devices", 0))
+    informer.start()
+    try:
+        assert informer.synced.wait(30)
+        # Listed: the pod with devices is kept; one with none, and not Tessera's, is not.
+        assert set(informer.store) == {(namespace, "before")}
+        kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod("after", 2))
+        facts = wait_for("the new pod", lambda: informer.store.get((namespace, "after")))
+        assert isinstance(facts, PodFacts) and facts.requests == {DEVICE: 2}
+
+        # An annotation changes no fact: the loop is not woken, the facts object is kept.
+        changed.event.clear()
+        calls = changed.calls
+        kube.request(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/after",
+            {"metadata": {"annotations": {"note": "x"}}},
+            content_type="application/merge-patch+json",
+        )
+        # ...but a label that names a Workload does (and comes after, so both were seen).
+        kube.request(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/after",
+            {"metadata": {"labels": {"tessera.dev/workload": "w"}}},
+            content_type="application/merge-patch+json",
+        )
+        wait_for("the label", lambda: informer.store[(namespace, "after")].workload == "w")
+        assert changed.calls == calls + 1
+
+        kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/before")
+        wait_for("the deletion", lambda: (namespace, "before") not in informer.store)
+        assert informer.lists == 1  # followed by watching, not by listing again
+    finally:
+        informer.stop()
+
+
+def test_after_410_gone_the_cache_lists_again_and_catches_up(
+    kube: Kube, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server drops old resourceVersions (etcd compaction): the first watch here is
+    answered as if that had happened, and the cache must list again and see what changed."""
+    real_watch = kube.watch
+    refused: list[str] = []
+
+    def watch(path: str, version: str, seconds: int) -> Any:
+        if not refused:
+            refused.append(version)
+            kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod("meanwhile", 1))
+            raise Gone(410, "Expired", f"too old resource version: {version}")
+        return real_watch(path, version, seconds)
+
+    monkeypatch.setattr(kube, "watch", watch)
+    (source,) = sources([namespace])["pods"]
+    informer = Informer(kube, source, lambda: None)
+    informer.start()
+    try:
+        wait_for("the pod created while the watch was refused", lambda: informer.store)
+        assert informer.lists == 2 and refused
+        kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod("later", 1))
+        wait_for("the pod after", lambda: (namespace, "later") in informer.store)
+    finally:
+        informer.stop()
+
+
+def test_every_cache_fills_and_copies_as_the_world_reads_it(
+    kube: Kube, namespace: str, crds: list[str]
+) -> None:
+    kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod("p", 1))
+    informers = Informers(kube, [namespace])
+    informers.start()
+    try:
+        done = threading.Thread(target=informers.wait_synced, daemon=True)
+        done.start()
+        done.join(30)
+        assert not done.is_alive()
+        copied = informers.copy()
+        assert set(copied) == {"nodes", "pods", "pools", "workloads", "namespaces"}
+        assert [(p.namespace, p.name) for p in copied["pods"]] == [(namespace, "p")]
+        assert copied["nodes"], "the kwok fleet's nodes are cached"
+        assert namespace in copied["namespaces"]
+    finally:
+        informers.stop()
