@@ -54,7 +54,7 @@ def uses(group: str, resource: str, *verbs: str, leader_election: bool = False) 
 
 
 def watched(resources: Iterable[tuple[str, str]]) -> set[Access]:
-    """What a kopf watch (index or handler) on each (group, plural) needs: list and watch."""
+    """What a cache (list, then watch) of each (group, plural) needs."""
     return {Access(g, r, v) for g, r in resources for v in ("list", "watch")}
 
 

@@ -1,5 +1,5 @@
 """The cluster as the operator sees it: compact facts about nodes, pods, pools and workloads
-(what the kopf indexes hold), and the pure arithmetic over them: which nodes form each pool,
+(what its caches hold), and the pure arithmetic over them: which nodes form each pool,
 devices in use and reserved, pool status, the placement snapshot. No kopf, no kubernetes."""
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def placed_of(status: Mapping[str, Any]) -> Placed | None:
 class WorldCache:
     """What one World can hand the next: pool membership and accelerator resolution, redone
     only for pools and nodes whose facts changed. Tuples compare by identity first, and the
-    indexes keep an unchanged node's facts object, so a steady fleet costs a few lookups."""
+    caches keep an unchanged node's facts object, so a steady fleet costs a few lookups."""
 
     pools_key: tuple[tuple[str, str], ...] = ()
     owners: dict[str, tuple[NodeFacts, list[str]]] = field(default_factory=dict)
@@ -212,14 +212,14 @@ class WorldCache:
 
 @dataclass
 class World:
-    """One consistent copy of the indexes, taken at one moment."""
+    """One consistent copy of the caches, taken at one moment."""
 
     nodes: dict[str, NodeFacts]
     pods: list[PodFacts]
     pools: dict[str, ObjectFacts]
     workloads: dict[str, ObjectFacts]  # key: namespace/name
     namespaces: dict[str, Mapping[str, str]]
-    # Placements decided by this process but maybe not yet visible in the workloads index.
+    # Placements decided by this process but maybe not yet visible in the workloads cache.
     recent: dict[str, Placed] = field(default_factory=dict)
     cache: WorldCache = field(default_factory=WorldCache, repr=False, compare=False)
 

@@ -1,5 +1,5 @@
 """Leader election over a coordination.k8s.io Lease, so that of several replicas exactly one
-runs the placement loop while the others keep warm indexes and take over when it stops."""
+runs the placement loop while the others keep warm caches and take over when it stops."""
 
 from __future__ import annotations
 

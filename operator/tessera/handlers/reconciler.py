@@ -59,7 +59,7 @@ class Reconciler:
         self.said: dict[str, str] = {}  # last event message per object, to avoid repeating
         self.heartbeat: float | None = None  # monotonic time the loop last went round
         self._known_pools: set[str] = set()  # pools with metric series, to drop deleted ones
-        # Pods created but not yet in the index (namespace/name -> monotonic time, workload
+        # Pods created but not yet in the cache (namespace/name -> monotonic time, workload
         # key): not created twice; `inflight` holds the workloads they belong to.
         self.created: dict[str, tuple[float, str]] = {}
         self.inflight: set[str] = set()
@@ -67,7 +67,7 @@ class Reconciler:
         self.seen: dict[str, tuple[Any, ...]] = {}
         self.full_pass_at = 0.0
         self.cache = WorldCache()  # membership and accelerator resolution between cycles
-        # Workloads whose status this process wrote but the index does not show yet (key ->
+        # Workloads whose status this process wrote but the cache does not show yet (key ->
         # the resourceVersion written over): nothing more is written on top of a stale copy.
         self.writing: dict[str, str] = {}
         self.status_written: dict[str, float] = {}  # key -> monotonic time of the last write
@@ -79,8 +79,8 @@ class Reconciler:
     # --- one cycle ------------------------------------------------------------------------
 
     def recent_for(self, workloads: Mapping[str, ObjectFacts]) -> dict[str, Placed]:
-        """Decisions this process made that the index may not show yet, for the next World.
-        A decision is forgotten once the index shows it (or the workload is gone)."""
+        """Decisions this process made that the cache may not show yet, for the next World.
+        A decision is forgotten once the cache shows it (or the workload is gone)."""
         for key, (uid, placed) in list(self.recent.items()):
             facts = workloads.get(key)
             if facts is None or facts.uid != uid or facts.status.get("pool") == placed.pool:
@@ -158,7 +158,7 @@ class Reconciler:
         if any(p.unschedulable_since for p in pods):
             return None  # the fallback deadline moves with time
         if key in self.inflight:
-            return None  # our own pods, not yet in the index
+            return None  # our own pods, not yet in the cache
         return (facts.resource_version, pool.resource_version if pool else None, pods)
 
     def _guard(self, kind: str, fn: Any, *args: Any) -> bool:
@@ -193,7 +193,7 @@ class Reconciler:
 
     def _patch_status(self, facts: ObjectFacts, status: dict[str, Any], guard: bool = True) -> None:
         """Merge-patches a Workload's status (guarded: only over the resourceVersion read) and
-        remembers it is in flight until the index shows it."""
+        remembers it is in flight until the cache shows it."""
         ns = facts.namespace or ""
         rv = facts.resource_version if guard else None
         self.kube.patch_workload_status(ns, facts.name, status, rv)
@@ -344,7 +344,7 @@ class Reconciler:
         self, world: World, facts: ObjectFacts, spec: api.WorkloadSpec, placed: Placed
     ) -> Callable[[int], bool]:
         """Creates one replica's pod on the placed pool; False when it exists or is on its way
-        (created by this process and not yet in the index)."""
+        (created by this process and not yet in the cache)."""
         workload = api.Workload(
             metadata={"name": facts.name, "namespace": facts.namespace}, spec=spec
         )
@@ -402,7 +402,7 @@ class Reconciler:
             return
         placed = world.placement_of(key)
         if placed is None or key in world.recent or key in self.writing:
-            return  # not placed, or the index does not show this process's last write yet
+            return  # not placed, or the cache does not show this process's last write yet
         spec = self._spec(facts, now)
         if spec is None:
             return
