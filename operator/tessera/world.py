@@ -70,7 +70,7 @@ class PodFacts:
 
 @dataclass(frozen=True)
 class ObjectFacts:
-    """A pool, workload or namespace: what the loop needs of it, raw spec and status kept."""
+    """A pool or workload: what the loop needs of it, spec and status kept (but candidates)."""
 
     name: str
     namespace: str | None
@@ -81,7 +81,8 @@ class ObjectFacts:
     deleting: bool
     labels: Mapping[str, str]
     spec: Mapping[str, Any]
-    status: Mapping[str, Any]
+    status: Mapping[str, Any]  # without `candidates`: see `candidates`
+    candidates: int = 0  # fingerprint() of status.candidates
 
     @property
     def key(self) -> str:
@@ -154,8 +155,36 @@ def pod_facts(body: Mapping[str, Any]) -> PodFacts:
     )
 
 
+def fingerprint(candidates: Iterable[Mapping[str, Any]]) -> int:
+    """What a status's candidates say, as one number. A Workload's facts keep this, not the
+    list: twenty pools' scores and reasons were three quarters of the operator's memory at
+    10,000 Workloads. Scores compare as floats: the API server returns 71.0 as 71."""
+    return hash(
+        tuple(
+            (
+                c.get("pool"),
+                bool(c.get("feasible")),
+                bool(c.get("fitsNow")),
+                float(c.get("score") or 0),
+                tuple(c.get("reasons") or ()),
+            )
+            for c in candidates
+        )
+    )
+
+
+def _shared(value: Any) -> Any:
+    """JSON data with its keys interned: thousands of objects repeat the same few keys."""
+    if isinstance(value, dict):
+        return {intern(k): _shared(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shared(v) for v in value]
+    return value
+
+
 def object_facts(body: Mapping[str, Any]) -> ObjectFacts:
     meta = body.get("metadata", {})
+    status = _shared(body.get("status") or {})
     return ObjectFacts(
         name=meta["name"],
         namespace=meta.get("namespace"),
@@ -165,8 +194,9 @@ def object_facts(body: Mapping[str, Any]) -> ObjectFacts:
         created=parse_time(meta.get("creationTimestamp")) or datetime.fromtimestamp(0, UTC),
         deleting=bool(meta.get("deletionTimestamp")),
         labels=dict(meta.get("labels") or {}),
-        spec=dict(body.get("spec") or {}),
-        status=dict(body.get("status") or {}),
+        spec=_shared(body.get("spec") or {}),
+        status=status,
+        candidates=fingerprint(status.pop("candidates", None) or ()),
     )
 
 

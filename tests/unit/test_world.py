@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tessera import api
-from tessera.world import PodFacts, lifecycle_status, progress_only
+from tessera.world import PodFacts, fingerprint, lifecycle_status, object_facts, progress_only
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -86,3 +86,27 @@ def test_progress_only_is_a_change_of_counts_not_of_phase_or_reasons() -> None:
     assert not progress_only(starting, status("Running", "3/8", "ReplicasNotReady"))
     assert not progress_only(starting, status("Placed", "3/8", "PodFailed"))
     assert not progress_only({}, status("Placed", "0/8", "ReplicasNotReady"))  # first write
+
+
+def test_workload_facts_keep_a_fingerprint_of_the_candidates_not_the_list() -> None:
+    written = [
+        {"pool": "h100", "feasible": True, "fitsNow": True, "score": 71.0, "reasons": []},
+        {"pool": "mi300x", "feasible": False, "score": 0.0, "reasons": ["needs cuda"]},
+    ]
+    # As the API server returns them: integral floats become integers, keys in any order.
+    read_back = [
+        {"score": 71, "pool": "h100", "fitsNow": True, "feasible": True},
+        {"reasons": ["needs cuda"], "pool": "mi300x", "feasible": False, "score": 0},
+    ]
+    body = {
+        "metadata": {"name": "w", "namespace": "ns", "resourceVersion": "7"},
+        "spec": {"replicas": 1},
+        "status": {"phase": "Pending", "candidates": read_back, "message": "waiting"},
+    }
+    facts = object_facts(body)
+    assert "candidates" not in facts.status and facts.status["message"] == "waiting"
+    assert facts.candidates == fingerprint(written)
+    assert body["status"]["candidates"] == read_back  # the body itself is left alone
+    changed = [written[0], {**written[1], "reasons": ["needs rocm"]}]
+    assert fingerprint(changed) != fingerprint(written)
+    assert fingerprint([{**written[0], "fitsNow": False}, written[1]]) != fingerprint(written)

@@ -23,6 +23,7 @@ from tessera.world import (
     World,
     WorldCache,
     condition,
+    fingerprint,
     lifecycle_status,
     pool_status,
     progress_only,
@@ -371,7 +372,7 @@ class Reconciler:
     ) -> None:
         message = decision.message or "waiting for capacity"
         candidates = _dump(decision.candidates)
-        if facts.status.get("message") == message and facts.status.get("candidates") == candidates:
+        if facts.status.get("message") == message and facts.candidates == fingerprint(candidates):
             return
         conds = facts.status.get("conditions") or []
         gen = facts.generation
