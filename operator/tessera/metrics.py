@@ -61,6 +61,12 @@ RECONCILE_ERRORS = Counter(
     ["kind"],
     registry=REGISTRY,
 )
+EVENTS_SKIPPED = Counter(
+    "tessera_events_skipped_total",
+    "Normal Events not posted because a burst used up the Event budget (status says the same).",
+    ["reason"],
+    registry=REGISTRY,
+)
 OLDEST_PENDING = Gauge(
     "tessera_oldest_pending_workload_seconds",
     "Age in seconds of the oldest Workload still waiting for a placement (0 when none waits).",

@@ -4,6 +4,7 @@ materialises pods, keeps status true, falls back and migrates. I/O only through 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -38,9 +39,33 @@ FULL_PASS = 30.0  # seconds between passes over every workload, changed or not (
 POOL_DEVICES_EVERY = 5.0  # a pool's device counts are rewritten at most this often
 PROGRESS_EVERY = 30.0  # a starting workload's ready count is rewritten at most this often
 CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist before it is seen
+# Normal Events are best effort (as in client-go's recorder): beyond a burst of EVENT_BURST
+# they are posted at EVENTS_PER_SECOND, so a burst of placements is not also a burst of
+# Events. The status says the same, always. Warnings are never held back.
+EVENT_BURST = 50
+EVENTS_PER_SECOND = 2.0
 
 # Pool conditions where True is good news; for the others (Degraded, NodesOverlap) True is bad.
 POSITIVE_CONDITIONS = frozenset({"Ready", "AcceleratorResolved"})
+
+
+class TokenBucket:
+    """Allows `burst` at once, then `rate` per second; thread-safe."""
+
+    def __init__(self, burst: float, rate: float, clock: Callable[[], float] = time.monotonic):
+        self.burst, self.rate, self.clock = burst, rate, clock
+        self.tokens, self.at = burst, clock()
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            now = self.clock()
+            self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+            self.at = now
+            if self.tokens < 1:
+                return False
+            self.tokens -= 1
+            return True
 
 
 def _iso(now: datetime) -> str:
@@ -76,6 +101,7 @@ class Reconciler:
         self.pool_written: dict[str, float] = {}  # pool -> monotonic time of its last write
         self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="tessera-write")
         self._events = ThreadPoolExecutor(EVENT_WRITERS, thread_name_prefix="tessera-event")
+        self._event_budget = TokenBucket(EVENT_BURST, EVENTS_PER_SECOND)
 
     # --- one cycle ------------------------------------------------------------------------
 
@@ -183,6 +209,9 @@ class Reconciler:
         if self.said.get(key) == message:
             return
         self.said[key] = message
+        if not warning and not self._event_budget.take():
+            metrics.EVENTS_SKIPPED.labels(reason).inc()
+            return
 
         def post() -> None:
             try:
