@@ -290,11 +290,32 @@ class World:
         return state
 
     def placement_of(self, key: str) -> Placed | None:
+        """Where a workload is: its status says, else this process's own decision, else its
+        pods (created, and then the operator stopped before it wrote the decision)."""
         if key not in self._placed:
             facts = self.workloads.get(key)
-            placed = placed_of(facts.status) if facts else None
-            self._placed[key] = placed or self.recent.get(key)
+            if facts is None:
+                self._placed[key] = self.recent.get(key)
+            else:
+                placed = placed_of(facts.status) or self.recent.get(key)
+                self._placed[key] = placed or self._placed_by_pods(facts)
         return self._placed[key]
+
+    def _placed_by_pods(self, facts: ObjectFacts) -> Placed | None:
+        excluded = {e.get("pool") for e in facts.status.get("excludedPools") or []}
+        pods = [
+            p
+            for p in self.pods_by_workload.get(facts.key, ())
+            if p.owner_uid == facts.uid and p.pool and p.pool not in excluded and not p.deleting
+        ]
+        if not pods:
+            return None
+        counts: dict[str, int] = defaultdict(int)
+        for p in pods:
+            counts[p.pool or ""] += 1
+        pool = min(counts, key=lambda name: (-counts[name], name))
+        nodes = {p.replica: p.node for p in pods if p.pool == pool and p.node}
+        return Placed(pool, {r: n for r, n in nodes.items() if r is not None}, None)
 
     def _membership(self) -> tuple[dict[str, list[str]], dict[str, dict[str, str]]]:
         """Nodes of each pool. A node two pools select counts for the first by name only,

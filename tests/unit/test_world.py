@@ -6,7 +6,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tessera import api
-from tessera.world import PodFacts, fingerprint, lifecycle_status, object_facts, progress_only
+from tessera.world import (
+    PodFacts,
+    World,
+    fingerprint,
+    lifecycle_status,
+    object_facts,
+    progress_only,
+)
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -110,3 +117,25 @@ def test_workload_facts_keep_a_fingerprint_of_the_candidates_not_the_list() -> N
     changed = [written[0], {**written[1], "reasons": ["needs rocm"]}]
     assert fingerprint(changed) != fingerprint(written)
     assert fingerprint([{**written[0], "fitsNow": False}, written[1]]) != fingerprint(written)
+
+
+def test_a_workload_whose_decision_was_not_written_is_placed_where_its_pods_are() -> None:
+    """The operator creates pods first and writes the decision with the first status; if it
+    stops in between, the next one must read the placement from the pods, not place again."""
+    body = {"metadata": {"name": "w", "namespace": "ml", "uid": "owner", "resourceVersion": "1"}}
+    facts = object_facts({**body, "spec": {}, "status": {}})
+    gone = PodFacts(**{**pod(0, pool="mi300x").__dict__, "deleting": True})
+    world = World(
+        nodes={}, pods=[pod(0), pod(1), gone], pools={}, workloads={"ml/w": facts}, namespaces={}
+    )
+    placed = world.placement_of("ml/w")
+    assert placed is not None and placed.pool == "h100" and placed.assignments == {0: "n0", 1: "n0"}
+    # Pods of a pool the workload was withdrawn from, or another owner's, place nothing.
+    withdrawn = object_facts(
+        {**body, "spec": {}, "status": {"excludedPools": [{"pool": "h100", "reason": "stuck"}]}}
+    )
+    world = World(nodes={}, pods=[pod(0)], pools={}, workloads={"ml/w": withdrawn}, namespaces={})
+    assert world.placement_of("ml/w") is None
+    stranger = object_facts({**body, "metadata": {**body["metadata"], "uid": "other"}})
+    world = World(nodes={}, pods=[pod(0)], pools={}, workloads={"ml/w": stranger}, namespaces={})
+    assert world.placement_of("ml/w") is None

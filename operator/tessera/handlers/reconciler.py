@@ -39,6 +39,9 @@ FULL_PASS = 30.0  # seconds between passes over every workload, changed or not (
 POOL_DEVICES_EVERY = 5.0  # a pool's device counts are rewritten at most this often
 PROGRESS_EVERY = 30.0  # a starting workload's ready count is rewritten at most this often
 CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist before it is seen
+# A decision is written with the first lifecycle status: once its pods run, or after this
+# many seconds (so a slow start still shows where the workload went). One write, not two.
+FIRST_WRITE_AFTER = 5.0
 # Normal Events are best effort (as in client-go's recorder): beyond a burst of EVENT_BURST
 # they are posted at EVENTS_PER_SECOND, so a burst of placements is not also a burst of
 # Events. The status says the same, always. Warnings are never held back.
@@ -82,6 +85,9 @@ class Reconciler:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
         self.recent: dict[str, tuple[str, Placed]] = {}  # key -> (workload uid, placement)
+        # Decisions whose pods exist but whose status is not written yet: key -> (the
+        # decision's status, monotonic time decided). Written with the first lifecycle.
+        self.unwritten: dict[str, tuple[dict[str, Any], float]] = {}
         self.said: dict[str, str] = {}  # last event message per object, to avoid repeating
         self.heartbeat: float | None = None  # monotonic time the loop last went round
         self._known_pools: set[str] = set()  # pools with metric series, to drop deleted ones
@@ -120,6 +126,7 @@ class Reconciler:
         live = {f"Workload/{k}" for k in world.workloads}
         live |= {f"AcceleratorPool/None/{p}" for p in world.pools}
         self.said = {k: v for k, v in self.said.items() if k.rpartition("/")[0] in live}
+        self.unwritten = {k: v for k, v in self.unwritten.items() if k in self.recent}
         statuses = {name: pool_status(world, name, now) for name in sorted(world.pools)}
         for name, status in statuses.items():
             self._guard("AcceleratorPool", self._update_pool, world, name, status)
@@ -342,24 +349,18 @@ class Reconciler:
         decision: placement.Decision,
         now: datetime,
     ) -> None:
-        """Writes the decision into status (guarded by resourceVersion), then creates the pods
-        at once. The status already says what it will be once they exist, so the next status
-        write is the one that reports them running: two status writes per placement."""
+        """Creates the pods at once and keeps the decision for the workload's first status
+        write, made when they run (or after FIRST_WRITE_AFTER): one status write per
+        placement in a burst. The pods are the record meanwhile: their names and labels say
+        the pool, so a restarted operator reads the placement from them (World.placement_of)."""
         message = decision.message or f"placed on {decision.pool}"
         status = self._placement_status(facts, decision, now, message)
         pool = decision.pool or ""
-        status.update(
-            lifecycle_status(spec, pool, status, facts.generation, {}, [], spec.replicas, now)
-        )
         ns = facts.namespace or ""
-        try:
-            self._patch_status(facts, status)
-        except Conflict:
-            log.info("workload %s/%s changed under us; deciding again next cycle", ns, facts.name)
-            return
         assignments = {a.replica: a.node for a in decision.assignments}
         placed = Placed(pool, assignments, now)
-        self.recent[f"{ns}/{facts.name}"] = (facts.uid, placed)
+        self.recent[facts.key] = (facts.uid, placed)
+        self.unwritten[facts.key] = (status, time.monotonic())
         objective = (
             "custom" if facts.spec.get("weights") else str(facts.spec.get("objective", "balanced"))
         )
@@ -431,8 +432,10 @@ class Reconciler:
         if facts.deleting or facts.status.get("phase") in TERMINAL:
             return
         placed = world.placement_of(key)
-        if placed is None or key in world.recent or key in self.writing:
+        if placed is None or key in self.writing:
             return  # not placed, or the cache does not show this process's last write yet
+        if key in world.recent and key not in self.unwritten:
+            return  # a migration written, not yet in the cache
         spec = self._spec(facts, now)
         if spec is None:
             return
@@ -444,7 +447,7 @@ class Reconciler:
                 facts, placed, list(current.values()), f"pool {placed.pool} was deleted", now
             )
             return
-        if self._fallback_due(spec, current, now):
+        if key not in self.unwritten and self._fallback_due(spec, current, now):
             stuck = next(p for p in current.values() if p.unschedulable_since)
             limit = spec.placement.fallback_after_seconds
             why = f"pods unschedulable for over {limit}s: {stuck.unschedulable_message}"
@@ -464,7 +467,7 @@ class Reconciler:
             created = self._reconcile_service(facts, spec, placed, create, current, old)
         elif phase in (None, api.Phase.PENDING.value, api.Phase.PLACED.value):
             created = sum(create(r) for r in range(spec.replicas) if r not in current)
-        self._write_lifecycle(facts, spec, placed, current, old, created + in_flight, now)
+        self._write_lifecycle(world, facts, spec, placed, current, old, created + in_flight, now)
         if spec.is_service and pool_spec.draining and not old and self._all_ready(current, spec):
             self._migrate(world, facts, spec, placed, now)
 
@@ -634,6 +637,7 @@ class Reconciler:
 
     def _write_lifecycle(
         self,
+        world: World,
         facts: ObjectFacts,
         spec: api.WorkloadSpec,
         placed: Placed,
@@ -642,10 +646,23 @@ class Reconciler:
         created: int,
         now: datetime,
     ) -> None:
-        """Writes the lifecycle status the pods imply, only when it changed."""
+        """Writes the lifecycle status the pods imply, only when it changed; the first one
+        carries the decision (or, after a restart, the pool the pods are on)."""
+        unwritten = self.unwritten.get(facts.key)
+        base = unwritten[0] if unwritten else facts.status
         status = lifecycle_status(
-            spec, placed.pool, facts.status, facts.generation, current, old, created, now
+            spec, placed.pool, base, facts.generation, current, old, created, now
         )
+        if unwritten is not None:
+            # Still starting, and nothing to tell yet: the write waits for the pods to run.
+            quiet = status["phase"] == api.Phase.PLACED.value and not any(
+                p.unschedulable_since for p in current.values()
+            )
+            if quiet and time.monotonic() - unwritten[1] < FIRST_WRITE_AFTER:
+                return
+            status = {**unwritten[0], **status}
+        elif facts.status.get("pool") != placed.pool:
+            status.update(self._recovered(world, placed))
         if {k: facts.status.get(k) for k in status} == status:
             self.deferred.discard(facts.key)
             return
@@ -665,6 +682,16 @@ class Reconciler:
         if phase != facts.status.get("phase") and phase in TERMINAL:
             warning = phase == api.Phase.FAILED.value
             self._event(facts, "Workload", phase, status["message"], warning=warning)
+
+    def _recovered(self, world: World, placed: Placed) -> dict[str, Any]:
+        """What status says of a placement read back from its pods (the operator stopped
+        between creating them and writing the decision): where, not why."""
+        accelerator = world.pool_state(placed.pool, with_free=False).accelerator
+        return {
+            "pool": placed.pool,
+            "accelerator": accelerator.model,
+            "vendor": accelerator.vendor.value,
+        }
 
     # --- metrics ----------------------------------------------------------------------------
 
