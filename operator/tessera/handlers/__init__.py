@@ -49,7 +49,8 @@ async def run_loop(
     log.info("caches filled; placement loop running every %.0fs or on change", INTERVAL)
     changed = informers.changed
     while not stop.is_set():
-        await asyncio.to_thread(changed.wait, INTERVAL)
+        if not reconciler.behind:
+            await asyncio.to_thread(changed.wait, INTERVAL)
         await asyncio.sleep(SETTLE)
         changed.clear()
         reconciler.heartbeat = time.monotonic()

@@ -36,12 +36,15 @@ log = logging.getLogger("tessera.reconciler")
 WRITERS = 32  # concurrent API writes within one cycle (the client's pool is sized to match)
 EVENT_WRITERS = 4  # Events are posted beside the work, never in its critical path
 FULL_PASS = 30.0  # seconds between passes over every workload, changed or not (a safety net)
+# Workloads are visited for at most this long per cycle; the rest wait for the next cycle,
+# which follows at once. A burst's status writes then never hold back its new placements.
+VISIT_BUDGET = 1.0
 POOL_DEVICES_EVERY = 5.0  # a pool's device counts are rewritten at most this often
 PROGRESS_EVERY = 30.0  # a starting workload's ready count is rewritten at most this often
 CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist before it is seen
 # A decision is written with the first lifecycle status: once its pods run, or after this
 # many seconds (so a slow start still shows where the workload went). One write, not two.
-FIRST_WRITE_AFTER = 5.0
+FIRST_WRITE_AFTER = 10.0
 # Normal Events are best effort (as in client-go's recorder): beyond a burst of EVENT_BURST
 # they are posted at EVENTS_PER_SECOND, so a burst of placements is not also a burst of
 # Events. The status says the same, always. Warnings are never held back.
@@ -90,6 +93,8 @@ class Reconciler:
         self.unwritten: dict[str, tuple[dict[str, Any], float]] = {}
         self.said: dict[str, str] = {}  # last event message per object, to avoid repeating
         self.heartbeat: float | None = None  # monotonic time the loop last went round
+        self.behind = False  # the last cycle left workloads unvisited: run the next at once
+        self.skipped: set[str] = set()  # those workloads, first in line next cycle
         self._known_pools: set[str] = set()  # pools with metric series, to drop deleted ones
         # Pods created but not yet in the cache (namespace/name -> monotonic time, workload
         # key): not created twice; `inflight` holds the workloads they belong to.
@@ -163,18 +168,27 @@ class Reconciler:
             if full or signature is None or self.seen.get(key) != signature:
                 keys.append((key, signature))
 
+        keys.sort(key=lambda item: item[0] not in self.skipped)  # stable: otherwise by name
+        deadline = time.monotonic() + VISIT_BUDGET
+        skipped = []
+
         def reconcile(item: tuple[str, tuple[Any, ...] | None]) -> None:
             key, signature = item
             self.seen.pop(key, None)
+            if time.monotonic() > deadline:
+                skipped.append(key)  # not seen: visited next cycle
+                return
             if self._guard("Workload", self._reconcile_workload, world, key, now) and signature:
                 self.seen[key] = signature
 
         list(self._pool.map(reconcile, keys))
+        self.behind, self.skipped = bool(skipped), set(skipped)
         self._metrics(world, statuses, now)
         log.debug(
-            "cycle: %d workloads (%d visited), %d pools, %d nodes; pools and placement %.2fs, "
-            "workloads %.2fs",
-            len(world.workloads), len(keys), len(world.pools), len(world.nodes), placed - started,
+            "cycle: %d workloads (%d visited, %d left), %d pools, %d nodes; pools and placement "
+            "%.2fs, workloads %.2fs",
+            len(world.workloads), len(keys) - len(skipped), len(skipped), len(world.pools),
+            len(world.nodes), placed - started,
             time.monotonic() - placed,
         )  # fmt: skip
 
