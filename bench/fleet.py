@@ -18,7 +18,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +46,7 @@ SCALES = {
 }
 WORKLOADS = f"/apis/{specs.API_VERSION}/namespaces/{{ns}}/workloads"
 PODS = "/api/v1/namespaces/{ns}/pods"
+DELETE_THREADS = 4  # clean-up batches deleted at once
 
 
 @dataclass
@@ -58,6 +60,7 @@ class Phase:
     watches: list[Watch] = field(default_factory=list)
     starts: dict[str, float] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
+    batches: list[str] = field(default_factory=list)
 
     def check(self) -> None:
         for watch in self.watches:
@@ -70,6 +73,8 @@ class Bench:
     def __init__(self, args: argparse.Namespace, state: Path) -> None:
         self.args, self.state = args, state
         self.started = time.monotonic()
+        self.results: dict[str, Any] = {}  # filled as each step completes
+        self.step = "set-up"  # what the run is doing, for the report of a failed run
         self.cluster = local_cluster.Cluster(state)
         self.api: Api
         self.operator: Operator
@@ -197,15 +202,18 @@ class Bench:
 
     # --- the Tessera phases ---------------------------------------------------------------
 
-    def tessera(self, name: str, workloads: list[dict[str, Any]], probe: bool) -> dict[str, Any]:
+    def tessera(
+        self, name: str, workloads: list[dict[str, Any]], probe: bool
+    ) -> tuple[dict[str, Any], Phase]:
         """A burst of Workloads through the operator, measured until every one is Running
         and then until every replica is ready; with probe, then an idle window and the
-        restart check."""
+        restart check. The phase is left for the clean-up."""
         phase = self.phase(name, tessera=True)
         ns = phase.namespace
         for body in workloads:
             body["metadata"]["namespace"] = ns
         phase.sizes = {w["metadata"]["name"]: w["spec"]["replicas"] for w in workloads}
+        phase.batches = specs.batches(workloads)
         pods = sum(phase.sizes.values())
         self.say(f"tessera {name}: creating {len(workloads)} Workloads ({pods} pods) in {ns}")
         before, cpu0 = self.scrape(), self.operator.figures()
@@ -240,8 +248,7 @@ class Bench:
             for p in phase.pods.first_objects()
             if p["metadata"]["labels"].get(specs.WORKLOAD_LABEL) in phase.starts
         ]
-        self.cleanup(phase)
-        return result
+        return result, phase
 
     def wait_workloads(self, phase: Phase, pods: int, running: bool) -> None:
         """Until every pod is bound and every Workload Running (or, after that, until every
@@ -419,15 +426,16 @@ class Bench:
     # --- the baseline ---------------------------------------------------------------------
 
     def baseline(
-        self, name: str, tessera_pods: list[dict[str, Any]], last: bool = False
-    ) -> dict[str, Any]:
-        """The same pods, created directly and bound by the same kube-scheduler. The last
-        phase leaves its pods: the cluster goes next."""
+        self, name: str, tessera_pods: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], Phase]:
+        """The same pods, created directly and bound by the same kube-scheduler. The phase
+        is left for the clean-up."""
         phase = self.phase(f"baseline-{name}", tessera=False)
         ns = phase.namespace
         bodies = [specs.baseline_pod(p, ns) for p in tessera_pods]
         groups = [b["metadata"]["labels"][specs.GROUP_LABEL] for b in bodies]
         phase.sizes = dict(Counter(groups))
+        phase.batches = specs.batches(bodies)
         self.say(f"baseline {name}: creating {len(bodies)} pods directly in {ns}")
         before = self.scrape()
         starts, first, last_post = burst(self.api, PODS.format(ns=ns), bodies, self.args.threads)
@@ -454,19 +462,14 @@ class Bench:
         cost = self.api_cost(before, after, len(phase.sizes))
         result["apiWrites"] = {"all": cost["others"], "lists": cost["lists"]}
         self.report_phase(f"baseline {name}", result)
-        if last:
-            for watch in phase.watches:
-                watch.stop()
-        else:
-            self.cleanup(phase)
-        return result
+        return result, phase
 
     # --- cleaning up between phases -------------------------------------------------------
 
     def delete_collection(self, path: str, query: dict[str, str] | None = None) -> None:
-        """DELETE of a whole collection. With 10,000 objects the API server can end the
-        request before it is done (a dropped connection or a 504 after its 60 s request
-        timeout; the deletion stops with it), so it is sent again until it completes."""
+        """A collection DELETE (of one clean-up batch, or of the whole collection). The API
+        server can end it before it is done (a dropped connection, or a 504 after its 60 s
+        request timeout; the deletion stops with it), so it is sent again until it completes."""
         for _ in range(20):
             try:
                 status, _ = self.api.call(
@@ -481,27 +484,72 @@ class Bench:
             self.say(f"  DELETE {path} ended early ({why}); sending it again")
         raise BenchError(f"DELETE {path} kept ending early")
 
+    def delete_batches(
+        self,
+        phase: Phase,
+        path: str,
+        what: str,
+        left: Callable[[], int],
+        query: dict[str, str] | None = None,
+    ) -> None:
+        """Deletes the phase's objects in the collection at `path`: one collection DELETE per
+        clean-up batch, DELETE_THREADS at once, each small enough to end well within the API
+        server's request timeout; then one of the whole collection for anything outside the
+        batches (nothing, normally). Waits until the watch has seen them go; `left` counts
+        those that still exist."""
+        ns, total, t0 = phase.namespace, left(), time.monotonic()
+
+        def progress() -> str:
+            return f"deleted {total - left():,}/{total:,} {what}"
+
+        selectors = [f"{specs.BATCH_LABEL}={b}" for b in phase.batches]
+        timeout = self.args.timeout + total * 0.05
+        pool = ThreadPoolExecutor(DELETE_THREADS, thread_name_prefix="bench-delete")
+        try:
+            jobs = [
+                pool.submit(self.delete_collection, path, {**(query or {}), "labelSelector": s})
+                for s in selectors
+            ]
+            wait_until(
+                f"the {what} in {ns} to be deleted",
+                lambda: all(job.done() for job in jobs),
+                timeout,
+                progress,
+                self.say,
+                checks=[phase.check, lambda: _raise_failed(jobs)],
+            )
+            _raise_failed(jobs)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        self.delete_collection(path, query)
+        wait_until(
+            f"the {what} in {ns} to go",
+            lambda: left() == 0,
+            timeout,
+            progress,
+            self.say,
+            checks=[phase.check],
+        )
+        self.say(f"  {progress()} in {time.monotonic() - t0:.1f} s")
+
     def cleanup(self, phase: Phase) -> None:
-        """Deletes the phase's namespace (Workloads first, so the operator never sees a
-        Workload without its pods) and waits until it is gone and its devices are free."""
+        """Deletes the phase's objects, batch by batch, then its namespace, and waits until
+        it is gone and its devices are free. Workloads go first, so the operator never sees
+        a Workload without its pods; the pods then go at once (grace period 0)."""
         ns = phase.namespace
         self.say(f"  deleting {ns}")
         if phase.workloads is not None:
-            self.delete_collection(WORKLOADS.format(ns=ns))
             wl = phase.workloads
-            wait_until(
-                f"the Workloads in {ns} to go",
-                lambda: wl.counts()[3] == 0,
-                self.args.timeout,
-                checks=[phase.check],
-            )
+            self.delete_batches(phase, WORKLOADS.format(ns=ns), "Workloads", lambda: wl.counts()[3])
+        pods = phase.pods
+        self.delete_batches(
+            phase, PODS.format(ns=ns), "pods", lambda: pods.counts()[2], {"gracePeriodSeconds": "0"}
+        )
         self.api.call("DELETE", f"/api/v1/namespaces/{ns}", ok=(404,))
-        self.delete_collection(PODS.format(ns=ns), {"gracePeriodSeconds": "0"})
-        pods = phase.pods.counts()[0]
         wait_until(
             f"namespace {ns} to go",
             lambda: not self.api.exists(f"/api/v1/namespaces/{ns}"),
-            self.args.timeout + pods * 0.05,
+            self.args.timeout + pods.counts()[0] * 0.05,  # its events go with it
             every=10,
             poll=0.5,
         )
@@ -510,48 +558,64 @@ class Bench:
 
     # --- the run --------------------------------------------------------------------------
 
-    def run(self) -> dict[str, Any]:
-        a = self.args
+    def run(self) -> None:
+        """The set-up and the four bursts. Each figure goes into self.results as soon as it
+        is measured, so a run that fails later still reports what it measured."""
+        a, r = self.args, self.results
         self.setup()
         self.start_operator()
-        idle = self.idle_figures()
-        singles = specs.singles(a.workloads, self.pools, "")
-        gangs = specs.gangs(a.workloads, self.pools, "")
-        t_singles = self.tessera("singles", singles, probe=True)
-        t_gangs = self.tessera("gangs", gangs, probe=False)
-        final = self.operator.figures()
+        self.step = "operator idle"
+        op: dict[str, Any] = {"idle": self.idle_figures(), "burstCpuSeconds": {}}
+        r.update(operator=op, tessera={}, baseline={}, ratio={})
+        mixes = {
+            "singles": specs.singles(a.workloads, self.pools, ""),
+            "gangs": specs.gangs(a.workloads, self.pools, ""),
+        }
+        pods = {}
+        for mix, workloads in mixes.items():
+            self.step = f"tessera {mix}"
+            probe = mix == "singles"
+            t, phase = self.tessera(mix, workloads, probe)
+            pods[mix] = t.pop("tesseraPods")
+            r["tessera"][mix] = t
+            op["burstCpuSeconds"][mix] = t["operatorCpuSeconds"]
+            if probe:
+                r["restart"] = t.pop("restart")
+                op["peakRssMB"] = r["restart"]["peakRssMBBeforeKill"]
+                op["idleWithWorkloads"] = {
+                    "seconds": t["idle"]["seconds"],
+                    "cpuSeconds": t["idle"]["operatorCpuSeconds"],
+                    "rssMB": t["idle"]["operatorRssMB"],
+                }
+            r["restart"]["duplicatesAndOrphans"] = sum(
+                x["integrity"]["duplicatesAndOrphans"] for x in r["tessera"].values()
+            )
+            self.step = f"clean-up after tessera {mix}"
+            self.cleanup(phase)
+        op["afterRestartPeakRssMB"] = round(self.operator.figures()["peakRssMB"], 1)
         self.say("stopping the operator for the baseline")
         self.operator.stop()
-        b_singles = self.baseline("singles", t_singles.pop("tesseraPods"))
-        b_gangs = self.baseline("gangs", t_gangs.pop("tesseraPods"), last=True)
-        restart = t_singles.pop("restart")
-        restart["duplicatesAndOrphans"] = (
-            t_singles["integrity"]["duplicatesAndOrphans"]
-            + t_gangs["integrity"]["duplicatesAndOrphans"]
-        )
-        return {
-            "operator": {
-                "idle": idle,
-                "peakRssMB": restart["peakRssMBBeforeKill"],
-                "burstCpuSeconds": {
-                    "singles": t_singles["operatorCpuSeconds"],
-                    "gangs": t_gangs["operatorCpuSeconds"],
-                },
-                "idleWithWorkloads": {
-                    "seconds": t_singles["idle"]["seconds"],
-                    "cpuSeconds": t_singles["idle"]["operatorCpuSeconds"],
-                    "rssMB": t_singles["idle"]["operatorRssMB"],
-                },
-                "afterRestartPeakRssMB": round(final["peakRssMB"], 1),
-            },
-            "tessera": {"singles": t_singles, "gangs": t_gangs},
-            "baseline": {"singles": b_singles, "gangs": b_gangs},
-            "ratio": {
-                mix: _ratio(t["podsBoundPerSecond"], b["podsBoundPerSecond"])
-                for mix, t, b in (("singles", t_singles, b_singles), ("gangs", t_gangs, b_gangs))
-            },
-            "restart": restart,
-        }
+        for mix in mixes:
+            self.step = f"baseline {mix}"
+            b, phase = self.baseline(mix, pods[mix])
+            r["baseline"][mix] = b
+            r["ratio"][mix] = _ratio(
+                r["tessera"][mix]["podsBoundPerSecond"], b["podsBoundPerSecond"]
+            )
+            if mix == "gangs":  # the last phase leaves its pods: the cluster goes next
+                for watch in phase.watches:
+                    watch.stop()
+            else:
+                self.step = f"clean-up after baseline {mix}"
+                self.cleanup(phase)
+
+
+def _raise_failed(jobs: Sequence[Future[None]]) -> None:
+    """Raises the error of the first job that failed, if any has."""
+    for job in jobs:
+        error = job.exception() if job.done() and not job.cancelled() else None
+        if error is not None:
+            raise error
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -593,34 +657,23 @@ def terminated_as_exit() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def write(args: argparse.Namespace, result: dict[str, Any]) -> tuple[Path, Path]:
-    """The JSON results and the chart of latency distributions."""
+def write(args: argparse.Namespace, result: dict[str, Any]) -> tuple[Path, Path | None]:
+    """The JSON results and, where there are latencies, the chart of their distributions."""
     args.results_dir.mkdir(parents=True, exist_ok=True)
     out = args.results_dir / f"fleet-{args.name}.json"
     png = out.with_suffix(".png")
-    t, b = result["tessera"], result["baseline"]
-    curves = {
-        "creation to all pods bound": {
-            "Tessera singles": t["singles"]["samples"]["createdToBound"],
-            "Tessera gangs": t["gangs"]["samples"]["createdToBound"],
-            "bare scheduler singles": b["singles"]["samples"]["createdToBound"],
-            "bare scheduler gangs": b["gangs"]["samples"]["createdToBound"],
-        },
-        "Tessera: creation to all pods created, Running, ready": {
-            "pods created, singles": t["singles"]["samples"]["createdToPodsCreated"],
-            "pods created, gangs": t["gangs"]["samples"]["createdToPodsCreated"],
-            "Running, singles": t["singles"]["samples"]["createdToRunning"],
-            "every replica ready, singles": t["singles"]["samples"]["createdToReady"],
-        },
-    }
     p = result["parameters"]
     title = (
         f"Tessera fleet benchmark ({args.name}): {p['workloads']:,} workloads, "
         f"{p['nodes']:,} nodes in {p['pools']} pools"
     )
-    report.chart(png, curves, title)
+    panels = report.curves(result)
+    if panels:
+        report.chart(png, panels, title)
+    else:
+        png.unlink(missing_ok=True)  # an earlier run's chart would not match these results
     out.write_text(json.dumps(result, indent=1) + "\n")
-    return out, png
+    return out, png if panels else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -630,6 +683,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     began = datetime.now(UTC)
     load_at_start = [round(x, 2) for x in os.getloadavg()]
     code = report.source()
+    failed: str | None = None
     ok = False
     try:
         with terminated_as_exit():
@@ -637,11 +691,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"fleet benchmark ({args.name}): {args.nodes} nodes, {args.pools} pools, "
                 f"{args.workloads} workloads, {args.threads} client threads"
             )
-            figures = bench.run()
+            bench.run()
             ok = True
-    except (BenchError, local_cluster.ClusterError) as err:
-        print(f"fleet benchmark failed: {err}", file=sys.stderr)
-        return 1
+    except (BenchError, local_cluster.ClusterError, urllib3.exceptions.HTTPError) as err:
+        failed = str(err) or type(err).__name__
+        print(f"fleet benchmark failed ({bench.step}): {failed}", file=sys.stderr)
     finally:
         with contextlib.suppress(Exception):
             if hasattr(bench, "operator"):
@@ -651,6 +705,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(state, ignore_errors=True)
         else:
             print(f"state and logs kept in {state}", file=sys.stderr)
+    if not bench.results:
+        return 1  # failed before measuring anything: no results to write
     result: dict[str, Any] = {
         "benchmark": "fleet",
         "scale": args.name,
@@ -673,15 +729,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             {"pool": g["name"], "group": g["group"], "zone": g["zone"], "nodes": g["count"]}
             for g in bench.groups
         ],
-        **figures,
+        **bench.results,
     }
+    if failed:
+        result.update(failed=failed, failedIn=bench.step)
     result["targets"] = report.targets(result)
     if result["source"]["operatorChangedDuringRun"]:
         bench.say("warning: operator/ changed during the run; the figures mix two versions")
     out, png = write(args, result)
-    bench.say(f"done: {out} and {png}")
+    written = f"{out} and {png}" if png else f"{out} (no latencies to chart)"
+    bench.say(("done" if ok else f"failed in {bench.step}; what it measured") + f": {written}")
     print(report.table(result["targets"]))
-    return 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

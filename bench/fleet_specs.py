@@ -18,6 +18,11 @@ WORKLOAD_LABEL = "tessera.dev/workload"  # set by Tessera on every pod (tessera.
 REPLICA_LABEL = "tessera.dev/replica"
 POOL_LABEL = "tessera.dev/pool"
 GROUP_LABEL = "bench.tessera.dev/group"  # the baseline's stand-in for the workload label
+# Every Workload, pod and baseline pod carries its clean-up batch: the bench deletes a
+# namespace's objects one batch (one collection DELETE) at a time, as one DELETE of 10,000
+# Workloads does not finish within the API server's 60 s request timeout.
+BATCH_LABEL = "bench.tessera.dev/batch"
+BATCH_PODS = 500  # pods per batch (a gang is never split, so a batch may hold a few more)
 GANG_SIZES = (2, 4, 8)
 IMAGE = "registry.example/bench:1"
 
@@ -40,11 +45,12 @@ def pool_manifest(group: dict[str, Any], examples: Path = EXAMPLE_POOLS) -> dict
 
 
 def workload_manifest(
-    name: str, namespace: str, pool: dict[str, Any], replicas: int = 1
+    name: str, namespace: str, pool: dict[str, Any], replicas: int = 1, batch: int = 0
 ) -> dict[str, Any]:
     """A Workload of `replicas` pods with one device each, allowed on exactly one pool (its
     vendor, model where the pool names one, and the pool itself), so the feasible set is
-    known. restartPolicy Always and no simulated runtime: the pods stay Running."""
+    known. restartPolicy Always and no simulated runtime: the pods stay Running. The Workload
+    and, through its template, its pods carry the clean-up batch."""
     accelerator = pool["spec"]["accelerator"]
     need: dict[str, Any] = {
         "count": 1,
@@ -58,22 +64,29 @@ def workload_manifest(
         "image": IMAGE,
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
     }
+    labels = {BATCH_LABEL: str(batch)}
     return {
         "apiVersion": API_VERSION,
         "kind": "Workload",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {
             "replicas": replicas,
             "objective": "performance",
             "accelerator": need,
-            "template": {"spec": {"restartPolicy": "Always", "containers": [container]}},
+            "template": {
+                "metadata": {"labels": dict(labels)},
+                "spec": {"restartPolicy": "Always", "containers": [container]},
+            },
         },
     }
 
 
 def singles(n: int, pools: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
     """n one-pod Workloads, spread evenly over the pools."""
-    return [workload_manifest(f"s-{i:05d}", namespace, pools[i % len(pools)]) for i in range(n)]
+    return [
+        workload_manifest(f"s-{i:05d}", namespace, pools[i % len(pools)], batch=i // BATCH_PODS)
+        for i in range(n)
+    ]
 
 
 def gang_sizes(pods: int) -> list[int]:
@@ -89,11 +102,19 @@ def gang_sizes(pods: int) -> list[int]:
 
 
 def gangs(pods: int, pools: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
-    """Gang Workloads of 2, 4 and 8 pods (about `pods` in all), spread evenly over the pools."""
-    return [
-        workload_manifest(f"g-{i:05d}", namespace, pools[i % len(pools)], size)
-        for i, size in enumerate(gang_sizes(pods))
-    ]
+    """Gang Workloads of 2, 4 and 8 pods (about `pods` in all), spread evenly over the pools;
+    a gang's batch is that of its first pod."""
+    out, first = [], 0
+    for i, size in enumerate(gang_sizes(pods)):
+        pool = pools[i % len(pools)]
+        out.append(workload_manifest(f"g-{i:05d}", namespace, pool, size, first // BATCH_PODS))
+        first += size
+    return out
+
+
+def batches(bodies: list[dict[str, Any]]) -> list[str]:
+    """The clean-up batches the objects carry, in order."""
+    return sorted({b["metadata"]["labels"][BATCH_LABEL] for b in bodies}, key=int)
 
 
 def baseline_pod(pod: dict[str, Any], namespace: str) -> dict[str, Any]:

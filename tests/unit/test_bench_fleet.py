@@ -4,6 +4,7 @@ write, watch bookkeeping, the integrity check, and the fleet, pools and pods it 
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -317,6 +318,26 @@ def test_workloads_are_pinned_to_one_pool_and_spread_evenly() -> None:
     assert 100 <= sum(w["spec"]["replicas"] for w in gangs) < 108
 
 
+def test_every_object_carries_its_clean_up_batch() -> None:
+    pools = [specs.pool_manifest(g) for g in fleet.pool_groups(fleet.load_groups(), 2, 4)]
+    singles = specs.singles(1001, pools, "ns")
+    for w in singles:
+        labels = w["metadata"]["labels"]
+        assert w["spec"]["template"]["metadata"]["labels"] == labels  # so its pods carry it
+    assert Counter(w["metadata"]["labels"][specs.BATCH_LABEL] for w in singles) == {
+        "0": 500,
+        "1": 500,
+        "2": 1,
+    }
+    gangs = specs.gangs(10_000, pools, "ns")
+    pods: Counter[str] = Counter()
+    for w in gangs:
+        pods[w["metadata"]["labels"][specs.BATCH_LABEL]] += w["spec"]["replicas"]
+    assert len(pods) == 20 and max(pods.values()) < specs.BATCH_PODS + max(specs.GANG_SIZES)
+    assert specs.batches(gangs) == [str(b) for b in range(20)]  # in numeric order
+    assert specs.batches(singles[:1]) == ["0"]
+
+
 PIN = {"key": "metadata.name", "operator": "In", "values": ["h100-3"]}
 TO_POOL = {"key": "k", "operator": "In", "values": ["v"]}
 
@@ -328,7 +349,12 @@ def test_baseline_pod_is_the_tessera_pod_without_tessera() -> None:
             "namespace": "bench-singles",
             "uid": "u",
             "resourceVersion": "7",
-            "labels": {m.WORKLOAD_LABEL: "s-00001", m.POOL_LABEL: "h100", "app": "x"},
+            "labels": {
+                m.WORKLOAD_LABEL: "s-00001",
+                m.POOL_LABEL: "h100",
+                specs.BATCH_LABEL: "3",
+                "app": "x",
+            },
             "ownerReferences": [{"kind": "Workload", "uid": "w"}],
         },
         "spec": {
@@ -358,7 +384,7 @@ def test_baseline_pod_is_the_tessera_pod_without_tessera() -> None:
     assert out["metadata"] == {
         "name": "s-00001-h100-0",
         "namespace": "bench-baseline",
-        "labels": {"app": "x", specs.GROUP_LABEL: "s-00001"},
+        "labels": {"app": "x", specs.BATCH_LABEL: "3", specs.GROUP_LABEL: "s-00001"},
         "annotations": {},
     }
     assert set(out["spec"]) == {"containers", "restartPolicy", "tolerations", "affinity"}
@@ -391,7 +417,7 @@ def result(scale: str = "default", **over: Any) -> dict[str, Any]:
     }
     r = {
         "scale": scale,
-        "parameters": {"workloads": 10, "nodes": 16},
+        "parameters": {"workloads": 10, "nodes": 16, "idleSeconds": 20},
         "tessera": {"singles": phase, "gangs": {**phase, "pods": 40}},
         "ratio": {"singles": 0.9, "gangs": 0.7},
         "operator": {"idle": {"rssMB": 70.0}, "peakRssMB": 120.0},
@@ -418,3 +444,34 @@ def test_large_scale_targets_hold_p99_to_five_seconds() -> None:
     assert not any("p50" in n for n in names)
     p99 = next(r for r in rows if "p99" in r["target"])
     assert p99["threshold"] == "<= 5 s" and p99["met"] is True
+
+
+def test_a_failed_run_reports_what_it_measured() -> None:
+    full = result()
+    partial = result(tessera={"singles": full["tessera"]["singles"]}, ratio={})
+    del partial["restart"]
+    rows = fleet_report.targets(partial)
+    assert [r["target"] for r in rows] == [r["target"] for r in fleet_report.targets(full)]
+    met = {r["target"]: r["met"] for r in rows}
+    assert met["creation to all bound p50, 10 on 16 nodes"] is True
+    assert met["operator writes per Workload to Running, singles"] is True
+    for unmeasured in (
+        "bound pods/s vs bare scheduler, singles",
+        "operator writes per Workload to Running, gangs",
+        "restart to next placement, 10 on 16 nodes",
+    ):
+        assert met[unmeasured] is None
+    lines = fleet_report.table(rows).splitlines()
+    assert next(x for x in lines if "Running, gangs" in x).split()[-2:] == ["-", "-"]
+    bare = fleet_report.targets({"scale": "default", "parameters": partial["parameters"]})
+    assert {r["met"] for r in bare} == {None}
+
+
+def test_curves_hold_only_the_latencies_measured() -> None:
+    samples = {"createdToBound": [1.0, 2.0], "createdToPodsCreated": [0.5], "createdToReady": []}
+    r = {"tessera": {"singles": {"samples": samples}}, "baseline": {}}
+    assert fleet_report.curves(r) == {
+        "creation to all pods bound": {"Tessera singles": [1.0, 2.0]},
+        "Tessera: creation to all pods created, Running, ready": {"pods created, singles": [0.5]},
+    }
+    assert fleet_report.curves({"tessera": {}}) == {}
