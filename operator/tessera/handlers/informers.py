@@ -22,7 +22,11 @@ from tessera.world import node_facts, object_facts, pod_facts
 
 log = logging.getLogger("tessera.informers")
 
-PAGE = 500  # objects per LIST page: memory at start-up is one page, not the collection
+# Objects per LIST page, and one LIST at a time across the caches: a page of parsed objects
+# is garbage a moment later, but the memory it took stays with the process (500 nodes per
+# page cost 45 MB more RSS than 100 do, for good).
+PAGE = 100
+_listing = threading.Lock()
 WATCH_SECONDS = 300  # the server ends each watch after this; it resumes from where it was
 MAX_BACKOFF = 30.0
 
@@ -136,13 +140,15 @@ class Informer:
         fresh: dict[Hashable, Any] = {}
         query = {"limit": str(PAGE)}
         while True:
-            page = self.kube.request("GET", source.path, query=query, timeout=60)
-            for body in page.get("items") or []:
-                facts = source.facts(body)
-                if facts is not None:
-                    key = source.key(body)
-                    fresh[key] = old[key] if old.get(key) == facts else facts
-            meta = page.get("metadata") or {}
+            with _listing:
+                page = self.kube.request("GET", source.path, query=query, timeout=60)
+                for body in page.pop("items", None) or []:
+                    facts = source.facts(body)
+                    if facts is not None:
+                        key = source.key(body)
+                        fresh[key] = old[key] if old.get(key) == facts else facts
+                meta = page.get("metadata") or {}
+                del page  # before the next page is read
             if not meta.get("continue"):
                 break
             query["continue"] = meta["continue"]

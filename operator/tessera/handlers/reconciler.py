@@ -35,6 +35,7 @@ log = logging.getLogger("tessera.reconciler")
 
 WRITERS = 32  # concurrent API writes within one cycle (the client's pool is sized to match)
 EVENT_WRITERS = 4  # Events are posted beside the work, never in its critical path
+CREATORS = 16  # a new placement's pods are created beside the loop, which goes on deciding
 FULL_PASS = 30.0  # seconds between passes over every workload, changed or not (a safety net)
 # Workloads are visited for at most this long per cycle; the rest wait for the next cycle,
 # which follows at once. A burst's status writes then never hold back its new placements.
@@ -112,6 +113,7 @@ class Reconciler:
         self.pool_written: dict[str, float] = {}  # pool -> monotonic time of its last write
         self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="tessera-write")
         self._events = ThreadPoolExecutor(EVENT_WRITERS, thread_name_prefix="tessera-event")
+        self._creating = ThreadPoolExecutor(CREATORS, thread_name_prefix="tessera-create")
         self._event_budget = TokenBucket(EVENT_BURST, EVENTS_PER_SECOND)
 
     # --- one cycle ------------------------------------------------------------------------
@@ -143,11 +145,9 @@ class Reconciler:
         # plus every workload each FULL_PASS seconds: a cycle costs what changed.
         visible = {f"{p.namespace}/{p.name}" for p in world.pods}
         clock = time.monotonic()
-        self.created = {
-            n: (t, w)
-            for n, (t, w) in self.created.items()
-            if n not in visible and clock - t < CREATED_GRACE
-        }
+        for name, (at, _) in list(self.created.items()):  # creators add to it meanwhile
+            if name in visible or clock - at >= CREATED_GRACE:
+                self.created.pop(name, None)
         self.inflight = {w for _, w in self.created.values()}
         self.writing = {
             k: rv
@@ -381,15 +381,24 @@ class Reconciler:
         metrics.PLACEMENTS.labels(decision.pool, objective).inc()
         self._event(facts, "Workload", "Placed", message)
         log.info("placed %s/%s on %s (score %.1f)", ns, facts.name, pool, decision.score or 0)
-        create = self._creator(world, facts, spec, placed)
-        if all([create(replica) for replica in range(spec.replicas)]):
-            metrics.PLACEMENT_LATENCY.observe(max(0.0, (now - facts.created).total_seconds()))
+        claim = self._creator(world, facts, spec, placed)
+        sends = [send for send in map(claim, range(spec.replicas)) if send]
+
+        def create_all() -> None:
+            if all([send() for send in sends]):
+                latency = (datetime.now(now.tzinfo) - facts.created).total_seconds()
+                metrics.PLACEMENT_LATENCY.observe(max(0.0, latency))
+
+        # Claimed now, sent beside the loop: the next cycle neither sends them again nor
+        # waits for them, and goes on deciding the workloads that arrived meanwhile.
+        self._creating.submit(self._guard, "Workload", create_all)
 
     def _creator(
         self, world: World, facts: ObjectFacts, spec: api.WorkloadSpec, placed: Placed
-    ) -> Callable[[int], bool]:
-        """Creates one replica's pod on the placed pool; False when it exists or is on its way
-        (created by this process and not yet in the cache)."""
+    ) -> Callable[[int], Callable[[], bool] | None]:
+        """Claims one replica's pod on the placed pool and returns the request that creates
+        it; None when it exists or is claimed already (on its way, not yet in the cache).
+        A claim is made before its request is sent, so no pod is ever sent twice."""
         workload = api.Workload(
             metadata={"name": facts.name, "namespace": facts.namespace}, spec=spec
         )
@@ -397,19 +406,26 @@ class Reconciler:
         accelerator = world.pool_state(placed.pool, with_free=False).accelerator.to_api()
         ns = facts.namespace or ""
 
-        def create(replica: int) -> bool:
+        def claim(replica: int) -> Callable[[], bool] | None:
             key = f"{ns}/{runtime.pod_name(facts.name, placed.pool, replica)}"
             if key in self.created:
-                return False
+                return None
+            self.created[key] = (time.monotonic(), facts.key)
             node = placed.assignments.get(replica)
             pod = runtime.build_pod(
                 workload, facts.uid, placed.pool, pool_spec, accelerator, replica, node
             )
-            done = self._create(facts, pod)
-            self.created[key] = (time.monotonic(), facts.key)
-            return done
 
-        return create
+            def send() -> bool:
+                try:
+                    return self._create(facts, pod)
+                except Exception:
+                    self.created.pop(key, None)  # not created: the next cycle tries again
+                    raise
+
+            return send
+
+        return claim
 
     def _record_waiting(
         self, facts: ObjectFacts, decision: placement.Decision, now: datetime
@@ -469,7 +485,12 @@ class Reconciler:
             return
         pool_spec = world.pool_specs[placed.pool]
         phase = facts.status.get("phase")
-        create = self._creator(world, facts, spec, placed)
+        claim = self._creator(world, facts, spec, placed)
+
+        def create(replica: int) -> bool:
+            send = claim(replica)
+            return send() if send else False
+
         ns = facts.namespace or ""
         in_flight = sum(
             f"{ns}/{runtime.pod_name(facts.name, placed.pool, r)}" in self.created
