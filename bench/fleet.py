@@ -17,6 +17,7 @@ import signal
 import sys
 import tempfile
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -695,6 +696,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             ok = True
     except (BenchError, local_cluster.ClusterError, urllib3.exceptions.HTTPError) as err:
         failed = str(err) or type(err).__name__
+        print(f"fleet benchmark failed ({bench.step}): {failed}", file=sys.stderr)
+    except Exception as err:  # a bug in the harness: what was measured is still written
+        failed = f"{type(err).__name__}: {err}"
+        traceback.print_exc()
         print(f"fleet benchmark failed ({bench.step}): {failed}", file=sys.stderr)
     finally:
         with contextlib.suppress(Exception):

@@ -3,6 +3,7 @@ is too slow at 10,000 pods), watch streams, bursts of creates and the operator p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -135,7 +136,8 @@ class Watch:
         self._stop.set()
         resp = self._resp
         if resp is not None:
-            resp.shutdown()
+            with contextlib.suppress(OSError):  # the stream may have closed on its own
+                resp.shutdown()
         self._thread.join(10)
 
     def _run(self) -> None:
