@@ -268,6 +268,7 @@ class World:
                 self.pods_by_workload[f"{pod.namespace}/{pod.workload}"].append(pod)
         self._placed: dict[str, Placed | None] = {}
         self._with_free: dict[str, PoolState] = {}
+        self.rebuilt: set[str] = set()  # pools whose nodes or spec changed since the cache
         self.base = {name: self._base(name, spec) for name, spec in self.pool_specs.items()}
         self.used = self._used()
         self.reserved = self._reserved()
@@ -287,6 +288,7 @@ class World:
             [NodeState(name=f.name, labels=dict(f.labels), allocatable=0, free=0) for f in facts],
         )
         self.cache.base[name] = (rv, facts, state)
+        self.rebuilt.add(name)
         return state
 
     def placement_of(self, key: str) -> Placed | None:
