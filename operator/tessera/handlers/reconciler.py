@@ -35,7 +35,6 @@ log = logging.getLogger("tessera.reconciler")
 
 WRITERS = 32  # concurrent API writes within one cycle (the client's pool is sized to match)
 EVENT_WRITERS = 4  # Events are posted beside the work, never in its critical path
-CREATORS = 16  # a new placement's pods are created beside the loop, which goes on deciding
 FULL_PASS = 30.0  # seconds between passes over every workload, changed or not (a safety net)
 # Workloads are visited for at most this long per cycle; the rest wait for the next cycle,
 # which follows at once. A burst's status writes then never hold back its new placements.
@@ -118,7 +117,6 @@ class Reconciler:
         self.statuses_of: tuple[tuple[str, str], ...] = ()
         self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="tessera-write")
         self._events = ThreadPoolExecutor(EVENT_WRITERS, thread_name_prefix="tessera-event")
-        self._creating = ThreadPoolExecutor(CREATORS, thread_name_prefix="tessera-create")
         self._event_budget = TokenBucket(EVENT_BURST, EVENTS_PER_SECOND)
 
     # --- one cycle ------------------------------------------------------------------------
@@ -400,15 +398,8 @@ class Reconciler:
         log.info("placed %s/%s on %s (score %.1f)", ns, facts.name, pool, decision.score or 0)
         claim = self._creator(world, facts, spec, placed)
         sends = [send for send in map(claim, range(spec.replicas)) if send]
-
-        def create_all() -> None:
-            if all([send() for send in sends]):
-                latency = (datetime.now(now.tzinfo) - facts.created).total_seconds()
-                metrics.PLACEMENT_LATENCY.observe(max(0.0, latency))
-
-        # Claimed now, sent beside the loop: the next cycle neither sends them again nor
-        # waits for them, and goes on deciding the workloads that arrived meanwhile.
-        self._creating.submit(self._guard, "Workload", create_all)
+        if all([send() for send in sends]):
+            metrics.PLACEMENT_LATENCY.observe(max(0.0, (now - facts.created).total_seconds()))
 
     def _creator(
         self, world: World, facts: ObjectFacts, spec: api.WorkloadSpec, placed: Placed
