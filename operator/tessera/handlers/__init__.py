@@ -30,6 +30,7 @@ WATCHED = (
 
 INTERVAL = 2.0  # a cycle at least this often, even when nothing seems to change
 SETTLE = 0.05  # after a change, wait this long so changes arriving together share a cycle
+PERIOD = 0.5  # at most two cycles a second: each copies the caches and builds a World
 
 
 def _cycle(reconciler: Reconciler, copied: dict[str, Any]) -> None:
@@ -49,6 +50,7 @@ async def run_loop(
     log.info("caches filled; placement loop running every %.0fs or on change", INTERVAL)
     changed = informers.changed
     while not stop.is_set():
+        await asyncio.sleep(max(0.0, (reconciler.heartbeat or 0.0) + PERIOD - time.monotonic()))
         if not reconciler.behind:
             await asyncio.to_thread(changed.wait, INTERVAL)
         await asyncio.sleep(SETTLE)
