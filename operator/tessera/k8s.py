@@ -54,7 +54,7 @@ def uses(group: str, resource: str, *verbs: str, leader_election: bool = False) 
 
 
 def watched(resources: Iterable[tuple[str, str]]) -> set[Access]:
-    """What a cache (list, then watch) of each (group, plural) needs."""
+    """What a cache (a watch-list, or a LIST then a watch) of each (group, plural) needs."""
     return {Access(g, r, v) for g, r in resources for v in ("list", "watch")}
 
 
@@ -209,16 +209,19 @@ class Kube:
         result: dict[str, Any] = json.loads(raw)
         return result
 
-    def watch(self, path: str, resource_version: str, seconds: int) -> Iterator[dict[str, Any]]:
+    def watch(
+        self, path: str, resource_version: str | None, seconds: int
+    ) -> Iterator[dict[str, Any]]:
         """Streams a watch of a collection from a resourceVersion, one event ({type, object})
         at a time, until the server ends it after `seconds`. Bookmarks are asked for, so a
-        quiet collection still moves the resourceVersion on and a resumed watch is cheap."""
-        query = {
-            "watch": "1",
-            "resourceVersion": resource_version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(seconds),
-        }
+        quiet collection still moves the resourceVersion on and a resumed watch is cheap.
+        Without a resourceVersion it is a watch-list: every object first, as ADDED events,
+        then a bookmark annotated `k8s.io/initial-events-end`, then the changes."""
+        query = {"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": str(seconds)}
+        if resource_version is None:
+            query |= {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}
+        else:
+            query["resourceVersion"] = resource_version
         resp = self._send("GET", path, None, query, "application/json", (10, seconds + 30))
         stream = resp.response
         pending = b""

@@ -100,20 +100,25 @@ def test_a_pod_cache_follows_creation_change_and_deletion(kube: Kube, namespace:
         informer.stop()
 
 
-def test_after_410_gone_the_cache_lists_again_and_catches_up(
+def test_after_410_gone_the_cache_reads_everything_again_and_catches_up(
     kube: Kube, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The server drops old resourceVersions (etcd compaction): the first watch here is
-    answered as if that had happened, and the cache must list again and see what changed."""
+    """The server drops old resourceVersions (etcd compaction). Here the first watch-list is
+    ended after its initial events (as the server ends every watch in time), and the resumed
+    watch is answered as if that version had been compacted away: the cache must read the
+    collection whole again and see what changed meanwhile."""
     real_watch = kube.watch
-    refused: list[str] = []
+    calls: list[str | None] = []
 
-    def watch(path: str, version: str, seconds: int) -> Any:
-        if not refused:
-            refused.append(version)
+    def watch(path: str, version: str | None, seconds: int) -> Iterator[dict[str, Any]]:
+        calls.append(version)
+        if len(calls) == 2:
             kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod("meanwhile", 1))
             raise Gone(410, "Expired", f"too old resource version: {version}")
-        return real_watch(path, version, seconds)
+        for event in real_watch(path, version, seconds):
+            yield event
+            if len(calls) == 1 and event["type"] == "BOOKMARK":
+                return  # the server ended the first watch
 
     monkeypatch.setattr(kube, "watch", watch)
     (source,) = sources([namespace])["pods"]
@@ -121,9 +126,30 @@ def test_after_410_gone_the_cache_lists_again_and_catches_up(
     informer.start()
     try:
         wait_for("the pod created while the watch was refused", lambda: informer.store)
-        assert informer.lists == 2 and refused
+        assert informer.lists == 2 and calls[0] is None and calls[1] and calls[2] is None
         kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod("later", 1))
         wait_for("the pod after", lambda: (namespace, "later") in informer.store)
+    finally:
+        informer.stop()
+
+
+def test_without_a_watch_list_the_cache_lists_in_pages_then_watches(
+    kube: Kube, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kubernetes before 1.32 refuses watch-lists; the cache then lists (in pages), once."""
+    monkeypatch.setattr("tessera.handlers.informers.PAGE", 2)
+    for i in range(5):
+        kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod(f"p{i}", 1))
+    (source,) = sources([namespace])["pods"]
+    informer = Informer(kube, source, lambda: None)
+    informer.streaming = False
+    informer.start()
+    try:
+        assert informer.synced.wait(30)
+        assert sorted(name for _, name in informer.store) == [f"p{i}" for i in range(5)]
+        kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/p0")
+        wait_for("the deletion", lambda: (namespace, "p0") not in informer.store)
+        assert informer.lists == 1
     finally:
         informer.stop()
 

@@ -1,5 +1,5 @@
-"""List-and-watch caches of the objects the loop reads (nodes, pods, pools, workloads,
-namespaces): one thread per collection keeps a dict of compact facts. Talks only via tessera.k8s.
+"""Watch caches of the objects the loop reads (nodes, pods, pools, workloads, namespaces):
+one thread per collection keeps a dict of compact facts. Talks only via tessera.k8s.
 
 Why not kopf's watches: kopf runs every watch event through its per-object machinery (a
 worker, a diff base, handler selection), which was most of the operator's CPU in a burst and
@@ -22,11 +22,12 @@ from tessera.world import node_facts, object_facts, pod_facts
 
 log = logging.getLogger("tessera.informers")
 
-# Objects per LIST page, and one LIST at a time across the caches: a page of parsed objects
-# is garbage a moment later, but the memory it took stays with the process (500 nodes per
-# page cost 45 MB more RSS than 100 do, for good).
+# Where a LIST is needed (no watch-list): objects per page, and one LIST at a time across the
+# caches. A page of parsed objects is garbage a moment later, but the memory it took stays
+# with the process (500 nodes per page cost 45 MB more RSS than 100 do, for good).
 PAGE = 100
 _listing = threading.Lock()
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 WATCH_SECONDS = 300  # the server ends each watch after this; it resumes from where it was
 MAX_BACKOFF = 30.0
 
@@ -89,16 +90,18 @@ def sources(namespaces: Sequence[str] = ()) -> dict[str, list[Source]]:
 
 
 class Informer:
-    """Lists a collection once, then watches it from that resourceVersion, resuming where it
-    left off whenever the server ends the watch; lists again only when the server no longer
-    has that resourceVersion (410 Gone). `store` is replaced or updated in place by the
-    thread alone; readers copy it (a dict copy is atomic under the GIL)."""
+    """Reads a collection once with a watch-list (every object streamed one at a time, then
+    the changes; a paginated LIST where the server has none), then watches it, resuming from
+    the last resourceVersion whenever the server ends the watch; reads it whole again only
+    when the server no longer has that resourceVersion (410 Gone). `store` is replaced or
+    updated in place by the thread alone; readers copy it (a dict copy is atomic)."""
 
     def __init__(self, kube: Kube, source: Source, changed: Callable[[], None]) -> None:
         self.kube, self.source, self._changed = kube, source, changed
         self.store: dict[Hashable, Any] = {}
-        self.synced = threading.Event()  # set once the first LIST is in the store
-        self.lists = 0  # LISTs made: the first, then one per 410
+        self.synced = threading.Event()  # set once the whole collection is in the store
+        self.lists = 0  # reads of the whole collection: the first, then one per 410 Gone
+        self.streaming = True  # the server serves watch-lists (else: LIST, then watch)
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"tessera-watch-{source.kind}", daemon=True
@@ -116,27 +119,33 @@ class Informer:
         backoff = 1.0
         while not self._stop.is_set():
             try:
-                if version is None:
+                if version is None and not self.streaming:
                     version = self._list()
                 version = self._watch(version)
                 backoff = 1.0
+                continue
             except Gone:
-                log.info("%s: resourceVersion %s is gone; listing again", self.source.path, version)
+                log.info("%s: resourceVersion %s is gone; reading again", self.source.path, version)
                 version = None
+                continue
+            except ApiError as err:
+                if version is None and self.streaming and err.status in (400, 422):
+                    # Kubernetes before 1.32 (the WatchList gate off) refuses watch-lists.
+                    log.info("%s: no watch-list (%s); listing instead", self.source.path, err)
+                    self.streaming = False
+                    continue
+                log.warning("watching %s: %s; again in %.0fs", self.source.path, err, backoff)
             except TesseraError as err:
                 log.warning("watching %s: %s; again in %.0fs", self.source.path, err, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
             except Exception:  # a bug must not silently end the cache
-                log.exception("watching %s failed; listing again", self.source.path)
+                log.exception("watching %s failed; reading it again", self.source.path)
                 version = None
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
+            self._stop.wait(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF)
 
     def _list(self) -> str:
-        """Lists the collection page by page; objects whose facts did not change keep their
-        old facts object, which the World cache compares by identity."""
-        source, old = self.source, self.store
+        """Lists the collection page by page (where the server has no watch-list)."""
+        source = self.source
         fresh: dict[Hashable, Any] = {}
         query = {"limit": str(PAGE)}
         while True:
@@ -145,43 +154,60 @@ class Informer:
                 for body in page.pop("items", None) or []:
                     facts = source.facts(body)
                     if facts is not None:
-                        key = source.key(body)
-                        fresh[key] = old[key] if old.get(key) == facts else facts
+                        fresh[source.key(body)] = facts
                 meta = page.get("metadata") or {}
                 del page  # before the next page is read
             if not meta.get("continue"):
                 break
             query["continue"] = meta["continue"]
+        self._fill(fresh)
+        return str(meta.get("resourceVersion", ""))
+
+    def _fill(self, fresh: dict[Hashable, Any]) -> None:
+        """Makes a whole read of the collection the store; unchanged objects keep their old
+        facts object, which the World cache compares by identity."""
+        old = self.store
+        for key, facts in fresh.items():
+            if old.get(key) == facts:
+                fresh[key] = old[key]
         self.lists += 1
         self.store = fresh
         if fresh.keys() != old.keys() or any(old[k] is not v for k, v in fresh.items()):
             self._changed()
         self.synced.set()
-        return str(meta.get("resourceVersion", ""))
 
-    def _watch(self, version: str) -> str:
-        """Applies watch events until the server ends the watch; returns the last version."""
-        source, store = self.source, self.store
+    def _watch(self, version: str | None) -> str | None:
+        """Applies watch events until the server ends the watch; returns the last version.
+        Without a version it is a watch-list: the objects arrive one at a time into a fresh
+        store, which becomes the store at the bookmark that ends them (memory stays flat)."""
+        source = self.source
+        filling = version is None
+        store: dict[Hashable, Any] = {} if filling else self.store
         for event in self.kube.watch(source.path, version, WATCH_SECONDS):
             kind, body = event.get("type"), event.get("object") or {}
             if kind == "ERROR":
                 code = int(body.get("code") or 0)
                 error = Gone if code == 410 else ApiError
                 raise error(code, body.get("reason", ""), body.get("message", ""))
-            version = str(body.get("metadata", {}).get("resourceVersion") or version)
+            meta = body.get("metadata") or {}
+            version = str(meta.get("resourceVersion") or version or "")
             if kind == "BOOKMARK":
+                if filling and (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
+                    self._fill(store)
+                    store, filling = self.store, False
                 continue
             if self._stop.is_set():
                 break
             key = source.key(body)
             facts = None if kind == "DELETED" else source.facts(body)
             if facts is None:
-                if store.pop(key, None) is not None:
+                if store.pop(key, None) is not None and not filling:
                     self._changed()
             elif store.get(key) != facts:
                 store[key] = facts
-                self._changed()
-        return version
+                if not filling:
+                    self._changed()
+        return None if filling else version  # cut short while filling: start again
 
 
 class Informers:
