@@ -45,6 +45,9 @@ CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist b
 # A decision is written with the first lifecycle status: once its pods run, or after this
 # many seconds (so a slow start still shows where the workload went). One write, not two.
 FIRST_WRITE_AFTER = 10.0
+# Only in a burst: a cycle that places fewer workloads writes each decision at once, before
+# the pods, so status never lags behind a decision outside a burst.
+BURST = 64
 # Normal Events are best effort (as in client-go's recorder): beyond a burst of EVENT_BURST
 # they are posted at EVENTS_PER_SECOND, so a burst of placements is not also a burst of
 # Events. The status says the same, always. Warnings are never held back.
@@ -334,12 +337,13 @@ class Reconciler:
         with metrics.CYCLE_SECONDS.time():
             decisions = placement.plan(pending, world.snapshot(), now)
         specs = {(p.namespace, p.name): p.spec for p in pending}
+        burst = sum(d.placed for d in decisions) > BURST
 
         def record(decision: placement.Decision) -> None:
             facts = world.workloads[f"{decision.namespace}/{decision.name}"]
             if decision.placed:
                 spec = specs[(decision.namespace, decision.name)]
-                self._record_placement(world, facts, spec, decision, now)
+                self._record_placement(world, facts, spec, decision, now, burst)
             else:
                 self._record_waiting(facts, decision, now)
 
@@ -377,19 +381,31 @@ class Reconciler:
         spec: api.WorkloadSpec,
         decision: placement.Decision,
         now: datetime,
+        burst: bool,
     ) -> None:
-        """Creates the pods at once and keeps the decision for the workload's first status
-        write, made when they run (or after FIRST_WRITE_AFTER): one status write per
-        placement in a burst. The pods are the record meanwhile: their names and labels say
-        the pool, so a restarted operator reads the placement from them (World.placement_of)."""
+        """Writes the decision into status (guarded by resourceVersion), then creates the pods.
+        In a burst the write waits: the decision goes out with the workload's first lifecycle
+        status, when the pods run (or after FIRST_WRITE_AFTER), one status write per
+        placement. The pods are the record meanwhile: their names and labels say the pool,
+        so a restarted operator reads the placement from them (World.placement_of)."""
         message = decision.message or f"placed on {decision.pool}"
         status = self._placement_status(facts, decision, now, message)
         pool = decision.pool or ""
         ns = facts.namespace or ""
+        if not burst:
+            status.update(
+                lifecycle_status(spec, pool, status, facts.generation, {}, [], spec.replicas, now)
+            )
+            try:
+                self._patch_status(facts, status)
+            except Conflict:
+                log.info("workload %s/%s changed; deciding again next cycle", ns, facts.name)
+                return
         assignments = {a.replica: a.node for a in decision.assignments}
         placed = Placed(pool, assignments, now)
         self.recent[facts.key] = (facts.uid, placed)
-        self.unwritten[facts.key] = (status, time.monotonic())
+        if burst:
+            self.unwritten[facts.key] = (status, time.monotonic())
         objective = (
             "custom" if facts.spec.get("weights") else str(facts.spec.get("objective", "balanced"))
         )
