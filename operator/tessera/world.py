@@ -4,7 +4,7 @@ devices in use and reserved, pool status, the placement snapshot. No kopf, no ku
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -312,12 +312,12 @@ class World:
         ]
         if not pods:
             return None
-        counts: dict[str, int] = defaultdict(int)
-        for p in pods:
-            counts[p.pool or ""] += 1
-        pool = min(counts, key=lambda name: (-counts[name], name))
-        nodes = {p.replica: p.node for p in pods if p.pool == pool and p.node}
-        return Placed(pool, {r: n for r, n in nodes.items() if r is not None}, None)
+        counts = Counter(p.pool or "" for p in pods)
+        pool = min(counts, key=lambda name: (-counts[name], name))  # most pods, then by name
+        nodes = {
+            p.replica: p.node for p in pods if p.pool == pool and p.node and p.replica is not None
+        }
+        return Placed(pool, nodes, None)
 
     def _membership(self) -> tuple[dict[str, list[str]], dict[str, dict[str, str]]]:
         """Nodes of each pool. A node two pools select counts for the first by name only,

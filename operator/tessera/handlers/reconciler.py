@@ -150,7 +150,7 @@ class Reconciler:
         # plus every workload each FULL_PASS seconds: a cycle costs what changed.
         visible = {f"{p.namespace}/{p.name}" for p in world.pods}
         clock = time.monotonic()
-        for name, (at, _) in list(self.created.items()):  # creators add to it meanwhile
+        for name, (at, _) in list(self.created.items()):
             if name in visible or clock - at >= CREATED_GRACE:
                 self.created.pop(name, None)
         self.inflight = {w for _, w in self.created.values()}
@@ -317,7 +317,7 @@ class Reconciler:
         for key, facts in sorted(world.workloads.items()):
             if facts.deleting or facts.status.get("phase") in TERMINAL:
                 continue
-            if world.placement_of(key) is not None or key in self.writing:
+            if world.placement_of(key) is not None:
                 continue
             spec = self._spec(facts, now)
             if spec is None:
@@ -341,6 +341,10 @@ class Reconciler:
 
         def record(decision: placement.Decision) -> None:
             facts = world.workloads[f"{decision.namespace}/{decision.name}"]
+            if facts.key in self.writing:
+                # Its last status write is not in the cache yet: it was planned (so its
+                # priority holds its room against the rest) but is decided next cycle.
+                return
             if decision.placed:
                 spec = specs[(decision.namespace, decision.name)]
                 self._record_placement(world, facts, spec, decision, now, burst)
@@ -489,7 +493,7 @@ class Reconciler:
         if placed is None or key in self.writing:
             return  # not placed, or the cache does not show this process's last write yet
         if key in world.recent and key not in self.unwritten:
-            return  # a migration written, not yet in the cache
+            return  # a decision written, not yet in the cache
         spec = self._spec(facts, now)
         if spec is None:
             return
