@@ -47,7 +47,18 @@ SCALES = {
 }
 WORKLOADS = f"/apis/{specs.API_VERSION}/namespaces/{{ns}}/workloads"
 PODS = "/api/v1/namespaces/{ns}/pods"
+OPERATOR_CLIENT = "tessera"  # the operator's user agent's product (tessera.k8s.USER_AGENT)
 DELETE_THREADS = 4  # clean-up batches deleted at once
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The API server's request counters, the bench's own, and the audit log's length, at
+    one moment: two samples bound a window."""
+
+    server: Counter[m.Request]
+    own: Counter[m.Request]
+    audit: int
 
 
 @dataclass
@@ -182,23 +193,30 @@ class Bench:
             watch.start()
         return phase
 
-    def scrape(self) -> tuple[Counter[m.Request], Counter[m.Request]]:
-        """The API server's request counters, and the bench's own, at one moment."""
-        return m.parse_requests(self.api.text("/metrics")), self.api.own()
+    def scrape(self) -> Sample:
+        audit = self.cluster.audit_log
+        size = audit.stat().st_size if audit.exists() else 0
+        return Sample(m.parse_requests(self.api.text("/metrics")), self.api.own(), size)
 
-    def api_cost(
-        self,
-        before: tuple[Counter[m.Request], Counter[m.Request]],
-        after: tuple[Counter[m.Request], Counter[m.Request]],
-        workloads: int,
-    ) -> dict[str, Any]:
-        server = m.delta(after[0], before[0])
-        own = m.delta(after[1], before[1])
+    def audited(self, before: Sample, after: Sample) -> list[str]:
+        """The audit log's lines written between two samples (from the start of the file
+        when it was rotated in between)."""
+        with self.cluster.audit_log.open("rb") as f:
+            start = before.audit if f.seek(0, os.SEEK_END) >= before.audit else 0
+            f.seek(start)
+            return f.read(max(after.audit - start, 0)).decode(errors="replace").splitlines()
+
+    def api_cost(self, before: Sample, after: Sample, workloads: int) -> dict[str, Any]:
+        server = m.delta(after.server, before.server)
+        own = m.delta(after.own, before.own)
         cost: dict[str, Any] = dict(m.attribute(server, own))
         by_resource = m.lists(server, own)
         cost["operator"]["perWorkload"] = round(cost["operator"]["total"] / max(workloads, 1), 2)
         cost["lists"] = by_resource
         cost["watchedLists"] = m.watched_lists(by_resource)
+        by_client = m.audited_lists(self.audited(before, after))
+        cost["listsByClient"] = by_client
+        cost["operatorLists"] = sum(by_client.get(OPERATOR_CLIENT, {}).values())
         return cost
 
     # --- the Tessera phases ---------------------------------------------------------------
@@ -324,9 +342,7 @@ class Bench:
                 f"{r['operatorCpuSeconds']} CPU s"
             )
 
-    def idle_window(
-        self, start: tuple[Counter[m.Request], Counter[m.Request]], workloads: int
-    ) -> dict[str, Any]:
+    def idle_window(self, start: Sample, workloads: int) -> dict[str, Any]:
         """Everything Running and nothing changing: the operator should neither write nor list."""
         seconds = self.args.idle_seconds
         self.say(f"  idle window: {seconds:g} s with {workloads} Workloads Running")
@@ -342,13 +358,16 @@ class Bench:
             "othersWrites": cost["others"]["total"],
             "lists": cost["lists"],
             "watchedLists": cost["watchedLists"],
+            "listsByClient": cost["listsByClient"],
+            "operatorLists": cost["operatorLists"],
             "operatorCpuSeconds": round(cpu1["cpuSeconds"] - cpu0["cpuSeconds"], 2),
             "operatorRssMB": round(cpu1["rssMB"], 1),
             "operatorPeakRssMB": round(cpu1["peakRssMB"], 1),
         }
         self.say(
             f"  idle: operator writes {result['operatorWrites']} "
-            f"{result['operatorWritesByCategory'] or ''}, LISTs {result['lists'] or 0}, "
+            f"{result['operatorWritesByCategory'] or ''}, LISTs {result['operatorLists']} "
+            f"(all clients: {result['lists'] or 0}), "
             f"{result['operatorCpuSeconds']} CPU s, RSS {result['operatorRssMB']} MB"
         )
         return result
@@ -461,7 +480,11 @@ class Bench:
         result = self.figures(phase, first, last_post)
         result["clientCreatesPerSecond"] = m.rate(total, first, last_post)
         cost = self.api_cost(before, after, len(phase.sizes))
-        result["apiWrites"] = {"all": cost["others"], "lists": cost["lists"]}
+        result["apiWrites"] = {
+            "all": cost["others"],
+            "lists": cost["lists"],
+            "listsByClient": cost["listsByClient"],
+        }
         self.report_phase(f"baseline {name}", result)
         return result, phase
 

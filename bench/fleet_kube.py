@@ -23,6 +23,7 @@ import urllib3
 from fleet_measure import Request
 
 TESSERA = Path(sys.executable).parent / "tessera"
+USER_AGENT = "tessera-bench"
 Handler = Callable[[str, dict[str, Any], float, bytes], None]
 
 
@@ -66,6 +67,7 @@ class Api:
             ca_certs=str(pki / "ca.crt"),
             cert_reqs="CERT_REQUIRED",
             retries=False,
+            headers={"User-Agent": USER_AGENT},  # how the audit log names the bench
         )
         self._own: Counter[Request] = Counter()
         self._lock = threading.Lock()
@@ -92,7 +94,11 @@ class Api:
         """One request; returns (status, parsed body). Raises on a status >= 400 not in ok."""
         url = self.server + path + ("?" + urllib.parse.urlencode(query) if query else "")
         data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        headers = {
+            "Accept": "application/json",
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+        }
         self._count(method, path, query)
         resp = self.http.request(method, url, body=data, headers=headers, timeout=timeout)
         if resp.status >= 400 and resp.status not in ok:

@@ -164,6 +164,36 @@ def lists(requests: Mapping[Request, int], own: Mapping[Request, int]) -> dict[s
     return dict(sorted(out.items()))
 
 
+def client_name(user_agent: str) -> str:
+    """The program behind a user agent: `kube-controller-manager/v1.37.2 (linux/amd64)
+    kubernetes/abc/pod-garbage-collector` -> `kube-controller-manager/pod-garbage-collector`,
+    `tessera/0.1.0` -> `tessera`."""
+    product, _, rest = user_agent.partition("/")
+    parts = rest.split(" ", 2)
+    if len(parts) == 3 and parts[2].startswith("kubernetes/"):  # client-go's default form
+        component = parts[2].split("/", 2)[2:]
+        if component and component[0]:
+            return f"{product}/{component[0]}"
+    return product or "unnamed"
+
+
+def audited_lists(lines: Iterable[str]) -> dict[str, dict[str, int]]:
+    """LISTs in an API server audit log (JSON lines), by client and then resource."""
+    out: dict[str, Counter[str]] = defaultdict(Counter)
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # a line cut by rotation
+        if event.get("verb") != "list" or event.get("stage") != "ResponseComplete":
+            continue
+        ref = event.get("objectRef") or {}
+        group = ref.get("apiGroup") or ""
+        resource = f"{group + '/' if group else ''}{ref.get('resource', '?')}"
+        out[client_name(event.get("userAgent") or "")][resource] += 1
+    return {client: dict(sorted(c.items())) for client, c in sorted(out.items())}
+
+
 def watched_lists(by_resource: Mapping[str, int]) -> int:
     """LISTs of the resources the operator watches (what a relisting operator would show)."""
     names = {f"{g + '/' if g else ''}{r}" for g, r in WATCHED}

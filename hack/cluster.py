@@ -35,6 +35,18 @@ CONTROLLERS = (
     "deployment,replicaset,job,podgc,clusterrole-aggregation"
 )
 
+# Only LISTs are audited (who listed what, not the bodies): rare by design, so the log stays
+# small and cheap, and it answers "does anything relist?" per client (its user agent).
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    verbs: [list]
+  - level: None
+"""
+
 
 class ClusterError(RuntimeError):
     """The control plane could not be built, started or reached."""
@@ -116,6 +128,11 @@ class Cluster:
     @property
     def pki(self) -> Path:
         return self.state_dir / "pki"
+
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log: one JSON line per LIST request, naming its client."""
+        return self.logs / "audit.log"
 
     @property
     def server(self) -> str:
@@ -405,6 +422,8 @@ class Cluster:
 
     def _start_apiserver(self, binary: Path) -> None:
         pki = self.pki
+        policy = self.state_dir / "audit-policy.yaml"
+        policy.write_text(AUDIT_POLICY)
         self._spawn(
             "kube-apiserver",
             [
@@ -425,6 +444,11 @@ class Cluster:
                 "--allow-privileged=true",
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=100",
+                "--audit-log-maxbackup=1",
                 # Without kubelets the node-lifecycle controller would be needed only to lift the
                 # not-ready taint this plugin adds at creation; kwok keeps the nodes Ready instead.
                 "--disable-admission-plugins=TaintNodesByCondition",

@@ -3,6 +3,7 @@ write, watch bookkeeping, the integrity check, and the fleet, pools and pods it 
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -124,6 +125,45 @@ def test_lists_by_resource_less_own_and_those_the_operator_watches() -> None:
     by_resource = m.lists(m.parse_requests(METRICS), {("LIST", "", "pods", ""): 1})
     assert by_resource == {"limitranges": 1, "pods": 2}
     assert m.watched_lists(by_resource) == 2
+
+
+@pytest.mark.parametrize(
+    ("agent", "client"),
+    [
+        ("tessera/0.1.0", "tessera"),
+        ("tessera-bench", "tessera-bench"),
+        (
+            "kube-controller-manager/v1.37.2 (linux/amd64) kubernetes/abc1234/podgc",
+            "kube-controller-manager/podgc",
+        ),
+        ("kube-scheduler/v1.37.2 (linux/amd64) kubernetes/abc1234", "kube-scheduler"),
+        ("kwok/v0.7.0 (linux/amd64) kubernetes/$Format", "kwok"),
+        ("", "unnamed"),
+    ],
+)
+def test_client_names_from_user_agents(agent: str, client: str) -> None:
+    assert m.client_name(agent) == client
+
+
+def test_audited_lists_by_client_and_resource() -> None:
+    def line(verb: str, agent: str, resource: str, group: str = "", stage: str = "") -> str:
+        ref = {"resource": resource, **({"apiGroup": group} if group else {})}
+        event = {"verb": verb, "userAgent": agent, "objectRef": ref}
+        return json.dumps({**event, "stage": stage or "ResponseComplete"})
+
+    lines = [
+        line("list", "tessera/0.1.0", "pods"),
+        line("list", "tessera/0.1.0", "workloads", "tessera.dev"),
+        line("list", "tessera/0.1.0", "pods", stage="ResponseStarted"),  # the same request
+        line("watch", "tessera/0.1.0", "pods"),
+        line("list", "kwok/v0.7.0 (linux/amd64) kubernetes/$Format", "pods"),
+        line("list", "kwok/v0.7.0 (linux/amd64) kubernetes/$Format", "pods"),
+        '{"verb": "list", "userAg',  # cut by rotation
+    ]
+    assert m.audited_lists(lines) == {
+        "kwok": {"pods": 2},
+        "tessera": {"pods": 1, "tessera.dev/workloads": 1},
+    }
 
 
 @pytest.mark.parametrize(
@@ -412,8 +452,12 @@ def result(scale: str = "default", **over: Any) -> dict[str, Any]:
         "pods": 10,
         "createdToBound": {"p50": 0.5, "p99": 2.0},
         "operatorPodsCreatedPerSecond": 250.0,
-        "apiWrites": {"operator": {"total": 30, "perWorkload": 3.0}, "watchedLists": 0},
-        "idle": {"seconds": 20, "operatorWrites": 0, "watchedLists": 0},
+        "apiWrites": {
+            "operator": {"total": 30, "perWorkload": 3.0},
+            "operatorLists": 0,
+            "listsByClient": {"kube-controller-manager/podgc": {"pods": 2}},
+        },
+        "idle": {"seconds": 20, "operatorWrites": 0, "operatorLists": 0, "listsByClient": {}},
     }
     r = {
         "scale": scale,
@@ -436,6 +480,17 @@ def test_targets_say_what_is_met() -> None:
     assert misses == ["bound pods/s vs bare scheduler, gangs"]
     table = fleet_report.table(fleet_report.targets(result()))
     assert "NO" in table and "yes" in table
+
+
+def test_operator_lists_are_told_from_other_clients() -> None:
+    row = next(r for r in fleet_report.targets(result()) if "LISTs" in r["target"])
+    assert row["met"] is True and row["measured"] == 0
+    assert row["note"].endswith("other clients: kube-controller-manager/podgc 2")
+    singles = result()["tessera"]["singles"]
+    relisting = {**singles, "idle": {**singles["idle"], "operatorLists": 3}}
+    rows = fleet_report.targets(result(tessera={"singles": relisting}))
+    row = next(r for r in rows if "LISTs" in r["target"])
+    assert row["met"] is False and row["measured"] == 3
 
 
 def test_large_scale_targets_hold_p99_to_five_seconds() -> None:
