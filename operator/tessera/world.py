@@ -40,7 +40,7 @@ def _extended(resources: Mapping[str, Any] | None) -> dict[str, int]:
 @dataclass(frozen=True)
 class NodeFacts:
     name: str
-    labels: Mapping[str, str]
+    labels: dict[str, str]  # never changed once built: NodeStates share it
     ready: bool
     capacity: Mapping[str, int]
     allocatable: Mapping[str, int]
@@ -229,6 +229,20 @@ def placed_of(status: Mapping[str, Any]) -> Placed | None:
     return Placed(pool, assignments, parse_time(status.get("placedAt")))
 
 
+def _node_state(facts: NodeFacts, have: int, free: int, releases: tuple[Release, ...]) -> NodeState:
+    """A node as placement sees it, built without validation from facts already checked
+    (0 <= free <= have): every cycle builds one per node, and validation would copy each
+    node's labels, which are shared here instead (the largest part of a node's facts)."""
+    return NodeState.model_construct(
+        name=facts.name,
+        labels=facts.labels,
+        ready=facts.ready,
+        allocatable=have,
+        free=free,
+        releases=releases,
+    )
+
+
 @dataclass
 class WorldCache:
     """What one World can hand the next: pool membership and accelerator resolution, redone
@@ -282,11 +296,7 @@ class World:
         cached = self.cache.base.get(name)
         if cached is not None and cached[0] == rv and cached[1] == facts:
             return cached[2]
-        state = placement.pool_state(
-            name,
-            spec,
-            [NodeState(name=f.name, labels=dict(f.labels), allocatable=0, free=0) for f in facts],
-        )
+        state = placement.pool_state(name, spec, [_node_state(f, 0, 0, ()) for f in facts])
         self.cache.base[name] = (rv, facts, state)
         self.rebuilt.add(name)
         return state
@@ -404,16 +414,8 @@ class World:
         for name in self.members.get(pool, []):
             node = self.nodes[name]
             have = node.allocatable.get(resource, 0)
-            states.append(
-                NodeState(
-                    name=name,
-                    labels=dict(node.labels),
-                    ready=node.ready,
-                    allocatable=have,
-                    free=min(have, self.free(name, resource)),
-                    releases=tuple(self.releases.get(name, ())),
-                )
-            )
+            free = min(have, self.free(name, resource))
+            states.append(_node_state(node, have, free, tuple(self.releases.get(name, ()))))
         self._with_free[pool] = first.model_copy(update={"nodes": tuple(states)})
         return self._with_free[pool]
 
