@@ -45,8 +45,9 @@ VISIT_BUDGET = 1.0
 POOL_DEVICES_EVERY = 5.0  # a pool's device counts are rewritten at most this often
 PROGRESS_EVERY = 30.0  # a starting workload's ready count is rewritten at most this often
 CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist before it is seen
-# A decision is written with the first lifecycle status: once its pods run, or after this
-# many seconds (so a slow start still shows where the workload went). One write, not two.
+# A decision is written with the first lifecycle status: once its pods run, or this many
+# seconds after they were created (so a slow start still shows where the workload went).
+# One write, not two.
 FIRST_WRITE_AFTER = 10.0
 # Only in a burst: a cycle that places fewer workloads writes each decision at once, before
 # the pods, so status never lags behind a decision outside a burst.
@@ -95,7 +96,8 @@ class Reconciler:
         self.kube = kube
         self.recent: dict[str, tuple[str, Placed]] = {}  # key -> (workload uid, placement)
         # Decisions whose pods exist but whose status is not written yet: key -> (the
-        # decision's status, monotonic time decided). Written with the first lifecycle.
+        # decision's status, monotonic time its pods were created). Written with the first
+        # lifecycle status.
         self.unwritten: dict[str, tuple[dict[str, Any], float]] = {}
         self.said: dict[str, str] = {}  # last event message per object, to avoid repeating
         self.heartbeat: float | None = None  # monotonic time the loop last went round
@@ -457,6 +459,11 @@ class Reconciler:
         sends = [send for send in map(claim, range(spec.replicas)) if send]
         if all([send() for send in sends]):
             metrics.PLACEMENT_LATENCY.observe(max(0.0, (now - facts.created).total_seconds()))
+        if burst:
+            # The first write's clock starts once the pods exist, not at the decision: in a
+            # burst of thousands they wait their turn at the API server, and then run in a
+            # few seconds, so one write usually carries both the decision and Running.
+            self.unwritten[facts.key] = (status, time.monotonic())
 
     def _creator(
         self, world: World, facts: ObjectFacts, spec: api.WorkloadSpec, placed: Placed
