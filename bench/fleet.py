@@ -47,7 +47,6 @@ SCALES = {
 }
 WORKLOADS = f"/apis/{specs.API_VERSION}/namespaces/{{ns}}/workloads"
 PODS = "/api/v1/namespaces/{ns}/pods"
-OPERATOR_CLIENT = "tessera"  # the operator's user agent's product (tessera.k8s.USER_AGENT)
 DELETE_THREADS = 4  # clean-up batches deleted at once
 
 
@@ -216,7 +215,7 @@ class Bench:
         cost["watchedLists"] = m.watched_lists(by_resource)
         by_client = m.audited_lists(self.audited(before, after))
         cost["listsByClient"] = by_client
-        cost["operatorLists"] = sum(by_client.get(OPERATOR_CLIENT, {}).values())
+        cost["operatorLists"] = sum(by_client.get(m.OPERATOR_CLIENT, {}).values())
         return cost
 
     # --- the Tessera phases ---------------------------------------------------------------

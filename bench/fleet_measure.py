@@ -28,6 +28,9 @@ WATCHED = frozenset(
     }
 )
 
+# The client name (client_name) of the operator's user agent, tessera.k8s.USER_AGENT.
+OPERATOR_CLIENT = "tessera"
+
 # (verb, group, resource, subresource): the key of the API server's request counters.
 Request = tuple[str, str, str, str]
 

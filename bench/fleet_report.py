@@ -14,6 +14,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import fleet_measure as m
+
 REPO = Path(__file__).resolve().parent.parent
 HACK = REPO / "hack"
 
@@ -109,7 +111,7 @@ def targets(r: Mapping[str, Any]) -> list[dict[str, Any]]:
     others: Counter[str] = Counter()
     for w in windows:
         for client, by_resource in (part(w, "listsByClient") or {}).items():
-            if client != "tessera":
+            if client != m.OPERATOR_CLIENT:
                 others[client] += sum(by_resource.values())
     ratio = part(r, "ratio") or {}
     rows = [

@@ -530,3 +530,9 @@ def test_curves_hold_only_the_latencies_measured() -> None:
         "Tessera: creation to all pods created, Running, ready": {"pods created, singles": [0.5]},
     }
     assert fleet_report.curves({"tessera": {}}) == {}
+
+
+def test_the_operator_client_is_named_from_its_user_agent() -> None:
+    from tessera.k8s import USER_AGENT
+
+    assert m.client_name(USER_AGENT) == m.OPERATOR_CLIENT

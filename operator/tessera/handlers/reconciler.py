@@ -427,7 +427,7 @@ class Reconciler:
     ) -> None:
         """Writes the decision into status (guarded by resourceVersion), then creates the pods.
         In a burst the write waits: the decision goes out with the workload's first lifecycle
-        status, when the pods run (or after FIRST_WRITE_AFTER), one status write per
+        status, when the pods run (or FIRST_WRITE_AFTER after they were created), one write per
         placement. The pods are the record meanwhile: their names and labels say the pool,
         so a restarted operator reads the placement from them (World.placement_of)."""
         message = decision.message or f"placed on {decision.pool}"
@@ -446,8 +446,6 @@ class Reconciler:
         assignments = {a.replica: a.node for a in decision.assignments}
         placed = Placed(pool, assignments, now)
         self.recent[facts.key] = (facts.uid, placed)
-        if burst:
-            self.unwritten[facts.key] = (status, time.monotonic())
         objective = (
             "custom" if facts.spec.get("weights") else str(facts.spec.get("objective", "balanced"))
         )
@@ -457,13 +455,15 @@ class Reconciler:
         log.log(level, "placed %s/%s on %s (score %.1f)", ns, facts.name, pool, decision.score or 0)
         claim = self._creator(world, facts, spec, placed)
         sends = [send for send in map(claim, range(spec.replicas)) if send]
-        if all([send() for send in sends]):
-            metrics.PLACEMENT_LATENCY.observe(max(0.0, (now - facts.created).total_seconds()))
-        if burst:
-            # The first write's clock starts once the pods exist, not at the decision: in a
-            # burst of thousands they wait their turn at the API server, and then run in a
-            # few seconds, so one write usually carries both the decision and Running.
-            self.unwritten[facts.key] = (status, time.monotonic())
+        try:
+            if all([send() for send in sends]):
+                metrics.PLACEMENT_LATENCY.observe(max(0.0, (now - facts.created).total_seconds()))
+        finally:
+            if burst:
+                # Kept even when a send failed (the visit retries it). The first write's clock
+                # starts once the pods were sent, not at the decision: in a burst of thousands
+                # they wait their turn at the API server first.
+                self.unwritten[facts.key] = (status, time.monotonic())
 
     def _creator(
         self, world: World, facts: ObjectFacts, spec: api.WorkloadSpec, placed: Placed
