@@ -4,6 +4,7 @@ Pure data; imports nothing from Kubernetes, kopf or the other layers. CRDs are g
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -202,7 +203,7 @@ class LabelSelector(_Model):
     def is_empty(self) -> bool:
         return not self.match_labels and not self.match_expressions
 
-    def matches(self, labels: dict[str, str]) -> bool:
+    def matches(self, labels: Mapping[str, str]) -> bool:
         """Kubernetes semantics: every matchLabels pair and every expression must hold."""
         if any(labels.get(k) != v for k, v in self.match_labels.items()):
             return False

@@ -106,7 +106,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="tessera", description=__doc__.splitlines()[0])
+    top = argparse.ArgumentParser(prog="tessera", description=(__doc__ or "").partition("\n")[0])
     top.add_argument("--version", action="version", version=f"tessera {__version__}")
     sub = top.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)

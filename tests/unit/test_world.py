@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tessera import api
 from tessera.world import (
+    HOSTNAME_LABEL,
+    NodeLabels,
     PodFacts,
     World,
     fingerprint,
     lifecycle_status,
+    node_facts,
     object_facts,
     progress_only,
 )
@@ -124,7 +131,7 @@ def test_a_workload_whose_decision_was_not_written_is_placed_where_its_pods_are(
     stops in between, the next one must read the placement from the pods, not place again."""
     body = {"metadata": {"name": "w", "namespace": "ml", "uid": "owner", "resourceVersion": "1"}}
     facts = object_facts({**body, "spec": {}, "status": {}})
-    gone = PodFacts(**{**pod(0, pool="mi300x").__dict__, "deleting": True})
+    gone = dataclasses.replace(pod(0, pool="mi300x"), deleting=True)
     world = World(
         nodes={}, pods=[pod(0), pod(1), gone], pools={}, workloads={"ml/w": facts}, namespaces={}
     )
@@ -139,3 +146,35 @@ def test_a_workload_whose_decision_was_not_written_is_placed_where_its_pods_are(
     stranger = object_facts({**body, "metadata": {**body["metadata"], "uid": "other"}})
     world = World(nodes={}, pods=[pod(0)], pools={}, workloads={"ml/w": stranger}, namespaces={})
     assert world.placement_of("ml/w") is None
+
+
+_label = st.sampled_from(["a", "b", "nvidia.com/gpu.product", HOSTNAME_LABEL])
+
+
+@given(st.dictionaries(_label, st.sampled_from(["x", "y", "n1"]), max_size=4), _label)
+def test_node_labels_read_as_the_labels_they_were_built_from(
+    labels: dict[str, str], key: str
+) -> None:
+    got = NodeLabels(labels)
+    assert got == labels and labels == got and dict(got) == labels
+    assert len(got) == len(labels) and set(got) == set(labels)
+    assert (key in got) == (key in labels) and got.get(key) == labels.get(key)
+    assert got != {**labels, "other": "z"}
+
+
+def test_nodes_differing_only_in_hostname_hold_their_other_labels_once() -> None:
+    """5,000 nodes in 20 pools: a label dict per node was a fifth of the memory over the
+    imports. Facts still tell nodes apart, and a relabelled node gets labels of its own."""
+    gpu = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "topology.kubernetes.io/zone": "a"}
+
+    def node(name: str, **extra: str) -> Any:
+        labels = {**gpu, HOSTNAME_LABEL: name, **extra}
+        return node_facts({"metadata": {"name": name, "labels": labels}, "status": {}})
+
+    one, two = node("n1"), node("n2")
+    assert one.labels._shared is two.labels._shared  # type: ignore[attr-defined]
+    assert one.labels[HOSTNAME_LABEL] == "n1" and two.labels[HOSTNAME_LABEL] == "n2"
+    assert one != two and one == node("n1")
+    relabelled = node("n2", team="ml")
+    assert relabelled != two and relabelled.labels["team"] == "ml" and "team" not in two.labels
+    assert api.LabelSelector(match_labels={"team": "ml"}).matches(relabelled.labels)

@@ -475,7 +475,7 @@ class Reconciler:
             metadata={"name": facts.name, "namespace": facts.namespace}, spec=spec
         )
         pool_spec = world.pool_specs[placed.pool]
-        accelerator = world.pool_state(placed.pool, with_free=False).accelerator.to_api()
+        accelerator = world.accelerator(placed.pool).to_api()
         ns = facts.namespace or ""
 
         def claim(replica: int) -> Callable[[], bool] | None:
@@ -793,7 +793,7 @@ class Reconciler:
     def _recovered(self, world: World, placed: Placed) -> dict[str, Any]:
         """What status says of a placement read back from its pods (the operator stopped
         between creating them and writing the decision): where, not why."""
-        accelerator = world.pool_state(placed.pool, with_free=False).accelerator
+        accelerator = world.accelerator(placed.pool)
         return {
             "pool": placed.pool,
             "accelerator": accelerator.model,

@@ -28,7 +28,7 @@ class NodeState(api._Model):
     """One node of a pool: its labels, readiness and devices of the pool's resource."""
 
     name: str
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: Mapping[str, str] = Field(default_factory=dict)
     ready: bool = True
     allocatable: int = Field(ge=0, description="Devices of the pool's resource the node offers.")
     free: int = Field(ge=0, description="Allocatable minus devices requested by its pods.")
