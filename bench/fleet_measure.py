@@ -208,7 +208,8 @@ def watched_lists(by_resource: Mapping[str, int]) -> int:
 
 @dataclass
 class PodTracker:
-    """First-seen and first-bound time of every pod of one namespace, from a watch stream.
+    """First-seen, first-bound and first-Running time of every pod of one namespace, from a
+    watch stream (Running: kwok's simulated kubelet has started it).
 
     `group_label` names the label that ties a pod to its workload (Tessera's workload label,
     or the baseline's group label). With keep_first, the first event line of each pod is
@@ -219,6 +220,7 @@ class PodTracker:
     keep_first: bool = False
     created: dict[str, float] = field(default_factory=dict)
     bound: dict[str, float] = field(default_factory=dict)
+    running: dict[str, float] = field(default_factory=dict)
     group: dict[str, str] = field(default_factory=dict)
     uids: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     first: dict[str, bytes] = field(default_factory=dict)
@@ -241,6 +243,8 @@ class PodTracker:
                     self.first[name] = raw
             if name not in self.bound and (obj.get("spec") or {}).get("nodeName"):
                 self.bound[name] = t
+            if name not in self.running and (obj.get("status") or {}).get("phase") == "Running":
+                self.running[name] = t
 
     def counts(self) -> tuple[int, int, int]:
         """Pods seen, pods bound, pods that exist now."""

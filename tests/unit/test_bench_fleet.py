@@ -197,21 +197,26 @@ def test_request_keys_match_the_servers_counters(
 # --- watch bookkeeping ------------------------------------------------------------------------
 
 
-def pod_obj(name: str, workload: str, node: str = "", uid: str = "u") -> dict[str, Any]:
+def pod_obj(
+    name: str, workload: str, node: str = "", uid: str = "u", phase: str = "Pending"
+) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "uid": uid, "labels": {m.WORKLOAD_LABEL: workload}},
         "spec": {"nodeName": node} if node else {},
+        "status": {"phase": phase},
     }
 
 
-def test_pod_tracker_records_first_seen_and_first_bound() -> None:
+def test_pod_tracker_records_first_seen_first_bound_and_first_running() -> None:
     t = m.PodTracker(m.WORKLOAD_LABEL, keep_first=True)
     t.handle("ADDED", pod_obj("w-0", "w"), 1.0, b'{"type":"ADDED","object":{"n":0}}')
     t.handle("MODIFIED", pod_obj("w-0", "w", node="n1"), 1.5, b"")
-    t.handle("MODIFIED", pod_obj("w-0", "w", node="n1"), 2.0, b"")
+    t.handle("MODIFIED", pod_obj("w-0", "w", node="n1", phase="Running"), 2.0, b"")
+    t.handle("MODIFIED", pod_obj("w-0", "w", node="n1", phase="Running"), 2.5, b"")
     t.handle("ADDED", pod_obj("w-1", "w"), 1.2, b'{"type":"ADDED","object":{"n":1}}')
     assert t.created == {"w-0": 1.0, "w-1": 1.2}
     assert t.bound == {"w-0": 1.5}
+    assert t.running == {"w-0": 2.0}
     assert t.counts() == (2, 1, 2)
     assert t.members() == {"w": ["w-0", "w-1"]}
     assert t.first_objects() == [{"n": 0}, {"n": 1}]
