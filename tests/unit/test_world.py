@@ -15,6 +15,7 @@ from tessera.world import (
     NodeLabels,
     PodFacts,
     World,
+    WorldCache,
     fingerprint,
     lifecycle_status,
     node_facts,
@@ -178,3 +179,62 @@ def test_nodes_differing_only_in_hostname_hold_their_other_labels_once() -> None
     relabelled = node("n2", team="ml")
     assert relabelled != two and relabelled.labels["team"] == "ml" and "team" not in two.labels
     assert api.LabelSelector(match_labels={"team": "ml"}).matches(relabelled.labels)
+
+
+def test_reserved_devices_follow_pods_and_status_across_cycles() -> None:
+    """Each World reuses the last one's parsed placements and reservations for unchanged
+    workloads: what it reserves must still follow every bind, re-placement and deletion."""
+    pool = object_facts(
+        {
+            "metadata": {"name": "h100", "resourceVersion": "1"},
+            "spec": {
+                "accelerator": {"vendor": "nvidia", "model": "H100-SXM5-80GB"},
+                "nodeSelector": {"matchLabels": {"nvidia.com/gpu.product": "H100"}},
+            },
+        }
+    )
+    nodes = {
+        n: node_facts(
+            {
+                "metadata": {"name": n, "labels": {"nvidia.com/gpu.product": "H100"}},
+                "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+            }
+        )
+        for n in ("n0", "n1")
+    }
+
+    def workload(rv: str, assignments: dict[int, str]) -> Any:
+        return object_facts(
+            {
+                "metadata": {"name": "w", "namespace": "ml", "uid": "owner", "resourceVersion": rv},
+                "spec": {"replicas": 2, "accelerator": {"count": 4}},
+                "status": {
+                    "pool": "h100",
+                    "assignments": [{"replica": r, "node": n} for r, n in assignments.items()],
+                },
+            }
+        )
+
+    def unbound(p: PodFacts) -> PodFacts:
+        return dataclasses.replace(p, node="", phase="Pending", ready=False)
+
+    cache = WorldCache()
+
+    def world(w: Any, pods: list[PodFacts]) -> World:
+        return World(
+            nodes=nodes, pods=pods, pools={"h100": pool}, workloads={"ml/w": w} if w else {},
+            namespaces={}, cache=cache,
+        )  # fmt: skip
+
+    placed = workload("1", {0: "n0", 1: "n1"})
+    pending = [unbound(pod(0)), unbound(pod(1))]
+    assert world(placed, pending).free("n1", "nvidia.com/gpu") == 4
+    assert world(placed, pending).free("n0", "nvidia.com/gpu") == 4  # reused: same answer
+    bound = [pending[0], dataclasses.replace(pod(1), node="n1", requests={"nvidia.com/gpu": 4})]
+    w = world(placed, bound)
+    assert w.free("n0", "nvidia.com/gpu") == 4
+    assert w.free("n1", "nvidia.com/gpu") == 4  # used by the bound pod, no longer reserved
+    moved = workload("2", {0: "n1", 1: "n1"})
+    w = world(moved, pending)
+    assert w.free("n0", "nvidia.com/gpu") == 8 and w.free("n1", "nvidia.com/gpu") == 0
+    assert world(None, []).free("n1", "nvidia.com/gpu") == 8

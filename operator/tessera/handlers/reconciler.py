@@ -153,7 +153,7 @@ class Reconciler:
         # them concurrently, so a burst is bounded by the API server, not by round trips.
         # Only workloads whose facts changed since they were last reconciled are visited,
         # plus every workload each FULL_PASS seconds: a cycle costs what changed.
-        visible = {f"{p.namespace}/{p.name}" for p in world.pods}
+        visible = {p.key for p in world.pods} if self.created else set()
         clock = time.monotonic()
         for name, (at, _) in list(self.created.items()):
             if name in visible or clock - at >= CREATED_GRACE:
@@ -346,11 +346,14 @@ class Reconciler:
 
     def _place(self, world: World, now: datetime) -> None:
         pending: list[placement.PendingWorkload] = []
-        for key, facts in sorted(world.workloads.items()):
-            if facts.deleting or facts.status.get("phase") in TERMINAL:
-                continue
-            if world.placement_of(key) is not None:
-                continue
+        unplaced = {
+            key: facts
+            for key, facts in world.workloads.items()
+            if not facts.deleting
+            and facts.status.get("phase") not in TERMINAL
+            and world.placement_of(key) is None
+        }
+        for _, facts in sorted(unplaced.items()):
             spec = self._spec(facts, now)
             if spec is None:
                 continue
