@@ -351,7 +351,9 @@ class WorldCache:
     # unbound replicas hold, counted again only when its facts, placement or pods change
     # (at 10,000 Workloads both were redone every cycle: a third of the loop's time).
     placed: dict[str, tuple[ObjectFacts, Placed | None]] = field(default_factory=dict)
-    promised: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    promised: dict[
+        str, tuple[ObjectFacts | None, Placed, tuple[PodFacts, ...], tuple[tuple[str, int], ...]]
+    ] = field(default_factory=dict)
 
 
 @dataclass
@@ -381,6 +383,9 @@ class World:
             if pod.workload_key:
                 self.pods_by_workload[pod.workload_key].append(pod)
         self._placed: dict[str, Placed | None] = {}
+        # The last World's parsed placements: each one read here is carried to the next, so
+        # a deleted workload's entry goes with it.
+        self._parsed, self.cache.placed = self.cache.placed, {}
         self._with_free: dict[str, PoolState] = {}
         self.rebuilt: set[str] = set()  # pools whose nodes or spec changed since the cache
         self.base = {name: self._base(name, spec) for name, spec in self.pool_specs.items()}
@@ -418,10 +423,8 @@ class World:
 
     def _recorded(self, key: str, facts: ObjectFacts) -> Placed | None:
         """The placement a workload's status records, parsed once per status."""
-        hit = self.cache.placed.get(key)
-        if hit is not None and hit[0] is facts:
-            return hit[1]
-        placed = placed_of(facts.status)
+        hit = self._parsed.get(key)
+        placed = hit[1] if hit is not None and hit[0] is facts else placed_of(facts.status)
         self.cache.placed[key] = (facts, placed)
         return placed
 
@@ -492,8 +495,6 @@ class World:
         """Devices promised to placed replicas whose pods are not bound yet, by node."""
         reserved: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         memo, self.cache.promised = self.cache.promised, {}
-        if len(self.cache.placed) > 2 * len(self.workloads) + 64:  # deleted workloads' entries
-            self.cache.placed = {k: v for k, v in self.cache.placed.items() if k in self.workloads}
         for key in self.workloads.keys() | self.recent.keys():
             facts = self.workloads.get(key)
             if facts is not None and (facts.deleting or facts.status.get("phase") in TERMINAL):
@@ -507,7 +508,7 @@ class World:
             pods = tuple(self.pods_by_workload.get(key, ()))
             hit = memo.get(key)
             if hit is not None and hit[0] is facts and hit[1] is placed and hit[2] == pods:
-                promised: tuple[tuple[str, int], ...] = hit[3]
+                promised = hit[3]
             else:
                 promised = _promised(facts, placed, pods)
             self.cache.promised[key] = (facts, placed, pods, promised)
