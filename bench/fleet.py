@@ -38,7 +38,7 @@ import fleet as fleet_desc  # noqa: E402  (hack/fleet.py: hack/ is first on the 
 import fleet_measure as m  # noqa: E402
 import fleet_report as report  # noqa: E402
 import fleet_specs as specs  # noqa: E402
-from fleet_kube import Api, BenchError, Operator, Watch, burst, wait_until  # noqa: E402
+from fleet_kube import Api, BenchError, CpuSampler, Operator, Watch, burst, wait_until  # noqa: E402
 
 SCALES = {
     "default": {"nodes": 1000, "pools": 8, "workloads": 1000, "idle": 20.0, "warm": 10.0},
@@ -92,9 +92,33 @@ class Bench:
         self.pools: list[dict[str, Any]] = []
         self.groups: list[dict[str, Any]] = []
         self.server_version: str | None = None
+        self.cpu = CpuSampler(self.processes)
 
     def say(self, message: str) -> None:
         report.say(message, self.started, time.monotonic())
+
+    def processes(self) -> dict[str, int]:
+        """Every process of the run whose CPU is sampled: the control plane's, the
+        operator's while it runs, and the bench's own (its client and watches)."""
+        pids = {**self.cluster.pids, "bench": os.getpid()}
+        operator = getattr(self, "operator", None)
+        if operator is not None and operator.proc is not None and operator.proc.poll() is None:
+            pids["operator"] = operator.pid
+        return pids
+
+    def cpu_in(self, start: float, end: float | None) -> dict[str, Any]:
+        """The CPU seconds each process used in a burst, from its first create until its
+        last pod was bound: on a small machine the CPUs are the bottleneck, and this says
+        who spent them."""
+        if end is None:
+            return {}
+        self.cpu.sample()
+        used = self.cpu.between(start, end)
+        return {
+            "seconds": round(end - start, 2),
+            "busyCpus": round(sum(used.values()) / max(end - start, 1e-9), 2),
+            "byProcess": dict(sorted(used.items(), key=lambda kv: -kv[1])),
+        }
 
     # --- set-up ---------------------------------------------------------------------------
 
@@ -102,6 +126,7 @@ class Bench:
         a = self.args
         self.say(f"starting a local control plane in {self.state}")
         self.cluster.up(fleet=None)
+        self.cpu.start()
         self.api = Api(self.cluster.server, self.cluster.pki, connections=a.threads + 8)
         self.server_version = str(self.api.get("/version")["gitVersion"])
         self.say("installing the CRDs")
@@ -311,6 +336,7 @@ class Bench:
             "createdToBound": m.summary(to_bound),
             "podsBoundPerSecond": m.rate(pods, first, last_bound),
             "unbound": len(unbound),
+            "cpuSeconds": self.cpu_in(first, last_bound),
             "samples": {
                 "createdToPodsCreated": sorted(round(x, 4) for x in to_created),
                 "createdToBound": sorted(round(x, 4) for x in to_bound),
@@ -340,6 +366,12 @@ class Bench:
             f"  {title}: {r['pods']} pods bound at {r['podsBoundPerSecond']} pods/s; "
             f"creation to all bound p50 {b['p50']} s, p99 {b['p99']} s, max {b['max']} s"
         )
+        if cpu := r["cpuSeconds"]:
+            parts = ", ".join(f"{n} {c:.1f}" for n, c in cpu["byProcess"].items())
+            self.say(
+                f"  CPU s from first create to last bound ({cpu['seconds']:.1f} s, "
+                f"{cpu['busyCpus']:.2f} of {os.cpu_count()} CPUs busy): {parts}"
+            )
         if "apiWrites" in r and "operatorPodsCreatedPerSecond" in r:
             w = r["apiWrites"]["operator"]
             self.say(
@@ -735,6 +767,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         traceback.print_exc()
         print(f"fleet benchmark failed ({bench.step}): {failed}", file=sys.stderr)
     finally:
+        bench.cpu.stop()
         with contextlib.suppress(Exception):
             if hasattr(bench, "operator"):
                 bench.operator.stop()

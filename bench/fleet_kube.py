@@ -253,10 +253,53 @@ def proc_figures(pid: int) -> dict[str, float]:
         key, _, value = line.partition(":")
         if key in ("VmRSS", "VmHWM"):
             fields[key] = int(value.split()[0]) * 1024 / 1e6
+    return {"rssMB": fields["VmRSS"], "peakRssMB": fields["VmHWM"], "cpuSeconds": cpu_seconds(pid)}
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds a process has used so far (user and system, all threads), from /proc."""
     stat = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu = (int(stat[11]) + int(stat[12])) / ticks  # utime, stime (fields 14 and 15)
-    return {"rssMB": fields["VmRSS"], "peakRssMB": fields["VmHWM"], "cpuSeconds": cpu}
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")  # fields 14 and 15
+
+
+class CpuSampler:
+    """Samples the CPU seconds of named processes every `every` seconds in a thread, so the
+    CPU each used within any window of the run (a burst, from its first create until its
+    last pod was bound) can be read afterwards. A process that has exited reads as absent."""
+
+    def __init__(self, pids: Callable[[], dict[str, int]], every: float = 0.5) -> None:
+        self.pids, self.every = pids, every
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-cpu", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def sample(self) -> None:
+        now, cpu = time.monotonic(), {}
+        for name, pid in self.pids().items():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                cpu[name] = cpu_seconds(pid)
+        self.samples.append((now, cpu))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.every)
+
+    def between(self, start: float, end: float) -> dict[str, float]:
+        """CPU seconds each process used from the last sample at or before `start` to the
+        first at or after `end` (the window widened by at most one period at each side)."""
+        before = [s for s in self.samples if s[0] <= start] or self.samples[:1]
+        after = [s for s in self.samples if s[0] >= end] or self.samples[-1:]
+        if not before or not after:
+            return {}
+        (_, a), (_, b) = before[-1], after[0]
+        return {n: round(b[n] - a[n], 2) for n in b if n in a and b[n] >= a[n]}
 
 
 class Operator:

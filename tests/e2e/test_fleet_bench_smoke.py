@@ -41,6 +41,12 @@ def test_fleet_benchmark_runs_and_reports_every_figure(tmp_path: Path) -> None:
         assert writes["total"] > tessera["pods"]
         assert tessera["apiWrites"]["others"]["byRequest"]["POST pods/binding"] >= tessera["pods"]
         assert r["ratio"][mix] > 0
+        # who spent the CPU in each burst: the operator only in Tessera's
+        assert {"kube-apiserver", "etcd", "kube-scheduler", "bench"} <= set(
+            baseline["cpuSeconds"]["byProcess"]
+        )
+        assert "operator" in tessera["cpuSeconds"]["byProcess"]
+        assert "operator" not in baseline["cpuSeconds"]["byProcess"]
     singles = r["tessera"]["singles"]
     assert singles["integrity"]["workloads"] == 13  # the burst and the Workload after restart
     assert isinstance(singles["idle"]["operatorWrites"], int)

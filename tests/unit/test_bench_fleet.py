@@ -541,3 +541,32 @@ def test_the_operator_client_is_named_from_its_user_agent() -> None:
     from tessera.k8s import USER_AGENT
 
     assert m.client_name(USER_AGENT) == m.OPERATOR_CLIENT
+
+
+def test_cpu_sampler_reads_each_process_between_the_samples_around_a_window() -> None:
+    cpu = fleet_kube.CpuSampler(dict)
+    cpu.samples = [
+        (10.0, {"kube-apiserver": 1.0, "operator": 0.5}),
+        (10.5, {"kube-apiserver": 1.4, "operator": 0.6}),
+        (11.0, {"kube-apiserver": 2.0, "operator": 0.9, "bench": 3.0}),
+        (11.5, {"kube-apiserver": 2.5, "bench": 3.5}),  # the operator has exited
+    ]
+    # widened to the samples at 10.0 and 11.0; bench had no sample at the start
+    assert cpu.between(10.2, 10.8) == {"kube-apiserver": 1.0, "operator": 0.4}
+    assert cpu.between(10.5, 11.5) == {"kube-apiserver": 1.1}  # the others in one sample only
+    assert cpu.between(11.0, 11.5) == {"kube-apiserver": 0.5, "bench": 0.5}
+    assert fleet_kube.CpuSampler(dict).between(0.0, 1.0) == {}
+
+
+def test_cpu_sampler_samples_live_processes() -> None:
+    import os
+
+    cpu = fleet_kube.CpuSampler(lambda: {"self": os.getpid(), "gone": 2**22 + 1})
+    cpu.sample()
+    start = fleet_kube.cpu_seconds(os.getpid())
+    while fleet_kube.cpu_seconds(os.getpid()) == start:  # spend at least one clock tick
+        sum(i * i for i in range(10_000))
+    cpu.sample()
+    (t0, first), (t1, _) = cpu.samples
+    assert set(first) == {"self"}  # a pid that does not exist is left out
+    assert cpu.between(t0, t1)["self"] > 0
