@@ -481,10 +481,15 @@ def test_targets_say_what_is_met() -> None:
     assert rows["bound pods/s vs bare scheduler, singles"] is True
     assert rows["creation to all bound p50, 10 on 16 nodes"] is True
     assert rows["operator writes per Workload to Running, singles"] is True
+    assert rows["pods created/s by one operator replica, singles"] is True
+    assert rows["pods created/s by one operator replica, gangs"] is True
     misses = [r["target"] for r in fleet_report.targets(result()) if r["met"] is False]
     assert misses == ["bound pods/s vs bare scheduler, gangs"]
     table = fleet_report.table(fleet_report.targets(result()))
     assert "NO" in table and "yes" in table
+    slow = {**result()["tessera"]["gangs"], "operatorPodsCreatedPerSecond": 150.0}
+    rows = {r["target"]: r for r in fleet_report.targets(result(tessera={"gangs": slow}))}
+    assert rows["pods created/s by one operator replica, gangs"]["met"] is False
 
 
 def test_operator_lists_are_told_from_other_clients() -> None:
