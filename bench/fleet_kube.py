@@ -294,8 +294,9 @@ class CpuSampler:
     def between(self, start: float, end: float) -> dict[str, float]:
         """CPU seconds each process used from the last sample at or before `start` to the
         first at or after `end` (the window widened by at most one period at each side)."""
-        before = [s for s in self.samples if s[0] <= start] or self.samples[:1]
-        after = [s for s in self.samples if s[0] >= end] or self.samples[-1:]
+        samples = sorted(list(self.samples), key=lambda s: s[0])  # two threads append
+        before = [s for s in samples if s[0] <= start] or samples[:1]
+        after = [s for s in samples if s[0] >= end] or samples[-1:]
         if not before or not after:
             return {}
         (_, a), (_, b) = before[-1], after[0]

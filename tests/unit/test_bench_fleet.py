@@ -561,6 +561,8 @@ def test_cpu_sampler_reads_each_process_between_the_samples_around_a_window() ->
     assert cpu.between(10.5, 11.5) == {"kube-apiserver": 1.1}  # the others in one sample only
     assert cpu.between(11.0, 11.5) == {"kube-apiserver": 0.5, "bench": 0.5}
     assert fleet_kube.CpuSampler(dict).between(0.0, 1.0) == {}
+    cpu.samples.append((10.4, {"kube-apiserver": 1.2}))  # a late append of an earlier sample
+    assert cpu.between(10.5, 11.0) == {"kube-apiserver": 0.6, "operator": 0.3}  # from 10.5
 
 
 def test_cpu_sampler_samples_live_processes() -> None:
