@@ -4,6 +4,7 @@ is too slow at 10,000 pods), watch streams, bursts of creates and the operator p
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -265,11 +266,13 @@ def cpu_seconds(pid: int) -> float:
 class CpuSampler:
     """Samples the CPU seconds of named processes every `every` seconds in a thread, so the
     CPU each used within any window of the run (a burst, from its first create until its
-    last pod was bound) can be read afterwards. A process that has exited reads as absent."""
+    last pod was bound) can be read afterwards."""
 
-    def __init__(self, pids: Callable[[], dict[str, int]], every: float = 0.5) -> None:
+    def __init__(self, pids: Callable[[], dict[str, int]], every: float = 0.25) -> None:
         self.pids, self.every = pids, every
-        self.samples: list[tuple[float, dict[str, float]]] = []
+        # (monotonic time, {name: (pid, CPU seconds so far)}); a process that has exited
+        # is absent, and a restarted one (a new pid under the same name) starts a new series
+        self.samples: list[tuple[float, dict[str, tuple[int, float]]]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-cpu", daemon=True)
 
@@ -283,7 +286,7 @@ class CpuSampler:
         now, cpu = time.monotonic(), {}
         for name, pid in self.pids().items():
             with contextlib.suppress(OSError, IndexError, ValueError):
-                cpu[name] = cpu_seconds(pid)
+                cpu[name] = (pid, cpu_seconds(pid))
         self.samples.append((now, cpu))
 
     def _run(self) -> None:
@@ -292,15 +295,28 @@ class CpuSampler:
             self._stop.wait(self.every)
 
     def between(self, start: float, end: float) -> dict[str, float]:
-        """CPU seconds each process used from the last sample at or before `start` to the
-        first at or after `end` (the window widened by at most one period at each side)."""
+        """CPU seconds each process used from `start` to `end`, its counter read at each
+        end by linear interpolation between the samples around it; only a process sampled
+        around both ends, under one pid, is counted."""
         samples = sorted(list(self.samples), key=lambda s: s[0])  # two threads append
-        before = [s for s in samples if s[0] <= start] or samples[:1]
-        after = [s for s in samples if s[0] >= end] or samples[-1:]
-        if not before or not after:
-            return {}
-        (_, a), (_, b) = before[-1], after[0]
-        return {n: round(b[n] - a[n], 2) for n in b if n in a and b[n] >= a[n]}
+        used = {}
+        for name in sorted({n for _, cpu in samples for n in cpu}):
+            series = [(t, *cpu[name]) for t, cpu in samples if name in cpu]
+            a, b = _at(series, start), _at(series, end)
+            if a is not None and b is not None and a[0] == b[0] and b[1] >= a[1]:
+                used[name] = round(b[1] - a[1], 2)
+        return used
+
+
+def _at(series: list[tuple[float, int, float]], t: float) -> tuple[int, float] | None:
+    """(pid, CPU seconds) at time t, interpolated between the two samples around t; None
+    outside the samples or where they are of two processes."""
+    for (t0, pid0, v0), (t1, pid1, v1) in itertools.pairwise(series):
+        if t0 <= t <= t1:
+            if pid0 != pid1:
+                return None
+            return pid0, (v0 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0))
+    return None
 
 
 class Operator:

@@ -548,21 +548,23 @@ def test_the_operator_client_is_named_from_its_user_agent() -> None:
     assert m.client_name(USER_AGENT) == m.OPERATOR_CLIENT
 
 
-def test_cpu_sampler_reads_each_process_between_the_samples_around_a_window() -> None:
+def test_cpu_sampler_interpolates_each_process_between_the_samples_around_a_window() -> None:
     cpu = fleet_kube.CpuSampler(dict)
     cpu.samples = [
-        (10.0, {"kube-apiserver": 1.0, "operator": 0.5}),
-        (10.5, {"kube-apiserver": 1.4, "operator": 0.6}),
-        (11.0, {"kube-apiserver": 2.0, "operator": 0.9, "bench": 3.0}),
-        (11.5, {"kube-apiserver": 2.5, "bench": 3.5}),  # the operator has exited
+        (10.0, {"kube-apiserver": (1, 1.0), "operator": (2, 0.5)}),
+        (10.5, {"kube-apiserver": (1, 1.4), "operator": (2, 0.6)}),
+        (11.0, {"kube-apiserver": (1, 2.0), "operator": (2, 0.9), "bench": (3, 3.0)}),
+        (11.5, {"kube-apiserver": (1, 2.5), "operator": (4, 0.1), "bench": (3, 3.5)}),
     ]
-    # widened to the samples at 10.0 and 11.0; bench had no sample at the start
-    assert cpu.between(10.2, 10.8) == {"kube-apiserver": 1.0, "operator": 0.4}
-    assert cpu.between(10.5, 11.5) == {"kube-apiserver": 1.1}  # the others in one sample only
+    # 10.25 reads 1.2 and 0.55, 10.75 reads 1.7 and 0.75
+    assert cpu.between(10.25, 10.75) == {"kube-apiserver": 0.5, "operator": 0.2}
+    # bench was not sampled before 11.0; the operator restarted (a new pid) before 11.5
+    assert cpu.between(10.5, 11.25) == {"kube-apiserver": 0.85}
     assert cpu.between(11.0, 11.5) == {"kube-apiserver": 0.5, "bench": 0.5}
+    assert cpu.between(9.0, 10.5) == {}  # before the first sample
     assert fleet_kube.CpuSampler(dict).between(0.0, 1.0) == {}
-    cpu.samples.append((10.4, {"kube-apiserver": 1.2}))  # a late append of an earlier sample
-    assert cpu.between(10.5, 11.0) == {"kube-apiserver": 0.6, "operator": 0.3}  # from 10.5
+    cpu.samples.append((10.4, {"kube-apiserver": (1, 1.2)}))  # appended late, by the bench
+    assert cpu.between(10.45, 10.5) == {"kube-apiserver": 0.1, "operator": 0.01}
 
 
 def test_cpu_sampler_samples_live_processes() -> None:
@@ -576,4 +578,5 @@ def test_cpu_sampler_samples_live_processes() -> None:
     cpu.sample()
     (t0, first), (t1, _) = cpu.samples
     assert set(first) == {"self"}  # a pid that does not exist is left out
+    assert first["self"][0] == os.getpid()
     assert cpu.between(t0, t1)["self"] > 0
