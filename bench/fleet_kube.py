@@ -298,12 +298,12 @@ class CpuSampler:
         """CPU seconds each process used from `start` to `end`, its counter read at each
         end by linear interpolation between the samples around it; only a process sampled
         around both ends, under one pid, is counted."""
-        samples = sorted(list(self.samples), key=lambda s: s[0])  # two threads append
+        samples = sorted(self.samples, key=lambda s: s[0])  # two threads append
         used = {}
         for name in sorted({n for _, cpu in samples for n in cpu}):
             series = [(t, *cpu[name]) for t, cpu in samples if name in cpu]
             a, b = _at(series, start), _at(series, end)
-            if a is not None and b is not None and a[0] == b[0] and b[1] >= a[1]:
+            if a is not None and b is not None and a[0] == b[0]:  # one process throughout
                 used[name] = round(b[1] - a[1], 2)
         return used
 
