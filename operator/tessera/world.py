@@ -759,3 +759,20 @@ def progress_only(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
         return status.get("phase"), [(c["type"], c["status"], c["reason"]) for c in conds]
 
     return bool(before.get("phase")) and shape(before) == shape(after)
+
+
+# A gang still starting this many seconds after its decision has its ready count written
+# before it runs, so that a stalled start shows how far it got.
+SLOW_START = 300.0
+
+
+def counts_wait_for_running(
+    before: Mapping[str, Any], after: Mapping[str, Any], placed_at: datetime | None, now: datetime
+) -> bool:
+    """True when a new lifecycle status only moves the counts of a gang that is starting
+    (phase Placed): a gang is all or none, so its counts go out with the write that says
+    Running and a start costs pods + 2 writes. Not once the start is slow (SLOW_START
+    seconds after the decision, or when the decision's time is unknown)."""
+    if after.get("phase") != api.Phase.PLACED.value or not progress_only(before, after):
+        return False
+    return placed_at is not None and (now - placed_at).total_seconds() < SLOW_START

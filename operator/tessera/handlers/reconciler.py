@@ -3,6 +3,7 @@ materialises pods, keeps status true, falls back and migrates. I/O only through 
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -25,6 +26,7 @@ from tessera.world import (
     World,
     WorldCache,
     condition,
+    counts_wait_for_running,
     fingerprint,
     lifecycle_status,
     pool_status,
@@ -43,7 +45,7 @@ FULL_PASS = 30.0  # seconds between passes over every workload, changed or not (
 # which follows at once. A burst's status writes then never hold back its new placements.
 VISIT_BUDGET = 1.0
 POOL_DEVICES_EVERY = 5.0  # a pool's device counts are rewritten at most this often
-PROGRESS_EVERY = 30.0  # a starting workload's ready count is rewritten at most this often
+PROGRESS_EVERY = 30.0  # a workload's ready count alone is rewritten at most this often
 CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist before it is seen
 # A decision is written with the first lifecycle status: once its pods run, or this many
 # seconds after they were created (so a slow start still shows where the workload went).
@@ -474,12 +476,16 @@ class Reconciler:
         """Claims one replica's pod on the placed pool and returns the request that creates
         it; None when it exists or is claimed already (on its way, not yet in the cache).
         A claim is made before its request is sent, so no pod is ever sent twice."""
-        workload = api.Workload(
-            metadata={"name": facts.name, "namespace": facts.namespace}, spec=spec
-        )
         pool_spec = world.pool_specs[placed.pool]
-        accelerator = world.accelerator(placed.pool).to_api()
         ns = facts.namespace or ""
+
+        @functools.cache
+        def parts() -> tuple[api.Workload, Any]:
+            # Built on the first claim only: most visits find every pod there or claimed.
+            workload = api.Workload(
+                metadata={"name": facts.name, "namespace": facts.namespace}, spec=spec
+            )
+            return workload, world.accelerator(placed.pool).to_api()
 
         def claim(replica: int) -> Callable[[], bool] | None:
             key = f"{ns}/{runtime.pod_name(facts.name, placed.pool, replica)}"
@@ -487,6 +493,7 @@ class Reconciler:
                 return None
             self.created[key] = (time.monotonic(), facts.key)
             node = placed.assignments.get(replica)
+            workload, accelerator = parts()
             pod = runtime.build_pod(
                 workload, facts.uid, placed.pool, pool_spec, accelerator, replica, node
             )
@@ -776,9 +783,12 @@ class Reconciler:
         if {k: facts.status.get(k) for k in status} == status:
             self.deferred.discard(facts.key)
             return
+        if counts_wait_for_running(facts.status, status, placed.placed_at, now):
+            self.deferred.discard(facts.key)
+            return  # revisited when its pods change, and on every full pass
         if progress_only(facts.status, status):
-            # Only counts moved (3/8 ready): written at most every PROGRESS_EVERY seconds,
-            # so a gang starting up costs one write when it is Running, not one per pod.
+            # Only counts moved (3/8 ready) of a running service or of a slow start: written
+            # at most every PROGRESS_EVERY seconds.
             written = self.status_written.get(facts.key, 0.0)
             if time.monotonic() - written < PROGRESS_EVERY:
                 self.deferred.add(facts.key)  # visited again until written
