@@ -1,5 +1,6 @@
-"""The operator under pressure: a burst larger than the fleet, a SIGKILL mid-burst, and a pool
-drained under a running service. Each test brings its own kwok nodes and pools."""
+"""The operator under pressure: a burst larger than the fleet, a burst placed in one cycle,
+a SIGKILL mid-burst, and a pool drained under a running service. Each test brings its own
+kwok nodes and pools."""
 
 from __future__ import annotations
 
@@ -146,6 +147,53 @@ def test_burst_of_60_into_room_for_40_respects_capacity_and_priority(
             watch.assert_never_over()
         finally:
             drop_pool(k, "burst", 10)
+
+
+def status_patches(cluster: Any) -> float:
+    """Workload status PATCHes the API server has served, from its own metrics."""
+    text = cluster.kubectl("get", "--raw", "/metrics").stdout
+    return sum(
+        float(line.rpartition(" ")[2])
+        for line in text.splitlines()
+        if line.startswith("apiserver_request_total{")
+        and 'resource="workloads"' in line
+        and 'subresource="status"' in line
+        and 'verb="PATCH"' in line
+    )
+
+
+def test_a_burst_is_placed_pods_first_and_each_status_written_at_most_twice(
+    operator: Operator, installed: Any
+) -> None:
+    """80 placements in one cycle (a burst: over 64): the pods go out first, the decision
+    with the first lifecycle status (held while the burst is placed); every Workload ends
+    Running with its pool, at no more than two status writes each (pods + 2 in all)."""
+    with namespace(installed, "wave") as k:
+        make_pool(k, "wave", nodes=10, devices=8, draining=True)
+        try:
+            k.apply(*[workload(f"w-{i:02d}", count=1, pools=["wave"]) for i in range(80)])
+            wait_for(
+                "all waiting",
+                lambda: sum(bool(s.get("candidates")) for s in statuses(k).values()) == 80,
+            )
+            before = status_patches(installed)
+            set_draining(k, "wave", False)
+            final = wait_for(
+                "all running",
+                lambda: (
+                    (s := statuses(k))
+                    and all(v.get("phase") == "Running" for v in s.values())
+                    and s
+                ),
+                120,
+            )
+            writes = status_patches(installed) - before
+            assert all(v["pool"] == "wave" and v["placedAt"] for v in final.values())
+            assert all(v["summary"]["ready"] == "1/1" for v in final.values())
+            assert 80 <= writes <= 160, f"{writes} status writes for 80 placements"
+            assert len(k.pods()) == 80
+        finally:
+            drop_pool(k, "wave", 10)
 
 
 def test_sigkill_mid_burst_loses_nothing_and_duplicates_nothing(
