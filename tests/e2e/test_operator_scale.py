@@ -149,6 +149,16 @@ def test_burst_of_60_into_room_for_40_respects_capacity_and_priority(
             drop_pool(k, "burst", 10)
 
 
+def all_running(k: Kubectl, timeout: float) -> dict[str, dict[str, Any]]:
+    """Every Workload's status once all of them say Running."""
+    final: dict[str, dict[str, Any]] = wait_for(
+        "all running",
+        lambda: (s := statuses(k)) and all(v.get("phase") == "Running" for v in s.values()) and s,
+        timeout,
+    )
+    return final
+
+
 def status_patches(cluster: Any) -> float:
     """Workload status PATCHes the API server has served, from its own metrics."""
     text = cluster.kubectl("get", "--raw", "/metrics").stdout
@@ -165,9 +175,9 @@ def status_patches(cluster: Any) -> float:
 def test_a_burst_is_placed_pods_first_and_each_status_written_at_most_twice(
     operator: Operator, installed: Any
 ) -> None:
-    """80 placements in one cycle (a burst: over 64): the pods go out first, the decision
-    with the first lifecycle status (held while the burst is placed); every Workload ends
-    Running with its pool, at no more than two status writes each (pods + 2 in all)."""
+    """80 placements in one cycle (a burst: over 64): the pods go out first and the decision
+    with the first lifecycle status; every Workload ends Running with its pool, at no more
+    than two status writes each (pods + 2 in all)."""
     with namespace(installed, "wave") as k:
         make_pool(k, "wave", nodes=10, devices=8, draining=True)
         try:
@@ -178,15 +188,7 @@ def test_a_burst_is_placed_pods_first_and_each_status_written_at_most_twice(
             )
             before = status_patches(installed)
             set_draining(k, "wave", False)
-            final = wait_for(
-                "all running",
-                lambda: (
-                    (s := statuses(k))
-                    and all(v.get("phase") == "Running" for v in s.values())
-                    and s
-                ),
-                120,
-            )
+            final = all_running(k, 120)
             writes = status_patches(installed) - before
             assert all(v["pool"] == "wave" and v["placedAt"] for v in final.values())
             assert all(v["summary"]["ready"] == "1/1" for v in final.values())
@@ -217,15 +219,7 @@ def test_sigkill_mid_burst_loses_nothing_and_duplicates_nothing(
             operator.kill()
             at_kill = sum(bool(s.get("pool")) for s in statuses(k).values())
             operator.start()
-            final = wait_for(
-                "all running",
-                lambda: (
-                    (s := statuses(k))
-                    and all(v.get("phase") == "Running" for v in s.values())
-                    and s
-                ),
-                90,
-            )
+            final = all_running(k, 90)
             assert len(final) == 15, f"{at_kill} were placed when the operator was killed"
             pods = k.pods()
             names = [p["metadata"]["name"] for p in pods]

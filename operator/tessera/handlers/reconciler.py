@@ -51,16 +51,9 @@ CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist b
 # seconds after they were created (so a slow start still shows where the workload went).
 # One write, not two.
 FIRST_WRITE_AFTER = 10.0
-# Only in a burst (a cycle placing more than BURST workloads, and the cycles in the
-# BURST_QUIET seconds after one): other cycles write each decision at once, before the pods,
-# so status never lags behind a decision outside a burst.
+# Only in a burst: a cycle that places fewer workloads writes each decision at once, before
+# the pods, so status never lags behind a decision outside a burst.
 BURST = 64
-BURST_QUIET = 2.0
-# In a burst, routine status writes (a decision's first write, Running) wait until it is
-# over, each at most HOLD_MAX seconds: a Workload status patch costs the API server 3-6 ms of
-# CPU against 0.85 ms for a pod create, and the burst's pods come first. Failures and
-# unschedulable pods are written at once.
-HOLD_MAX = 30.0
 # Normal Events are best effort (as in client-go's recorder): beyond a burst of EVENT_BURST
 # they are posted at EVENTS_PER_SECOND, so a burst of placements is not also a burst of
 # Events. The status says the same, always. Warnings are never held back.
@@ -127,8 +120,6 @@ class Reconciler:
         self.status_written: dict[str, float] = {}  # key -> monotonic time of the last write
         self.deferred: set[str] = set()  # progress-only status changes not yet written
         self.pool_written: dict[str, float] = {}  # pool -> monotonic time of its last write
-        self.burst_at = float("-inf")  # monotonic time of the last cycle that placed a burst
-        self.held: dict[str, float] = {}  # routine writes waiting for a burst: key -> since
         # The pool statuses last computed, when, and over which pools: recomputed when a pool
         # or its nodes change, else at most every POOL_DEVICES_EVERY (only counts moved).
         self.statuses: dict[str, dict[str, Any]] = {}
@@ -183,18 +174,10 @@ class Reconciler:
             k: t for k, t in self.status_written.items() if clock - t < PROGRESS_EVERY
         }
         self.deferred &= world.workloads.keys()
-        # Held writes are visited again once the burst is over, or when held for HOLD_MAX.
-        bursting = clock - self.burst_at < BURST_QUIET
-        self.held = {
-            k: t
-            for k, t in self.held.items()
-            if k in world.workloads and world.workloads[k].status.get("phase") not in TERMINAL
-        }
-        due = {k for k, t in self.held.items() if not bursting or clock - t >= HOLD_MAX}
         keys = []
         for key in sorted(world.workloads):
             signature = self._signature(world, key)
-            if full or signature is None or self.seen.get(key) != signature or key in due:
+            if full or signature is None or self.seen.get(key) != signature:
                 keys.append((key, signature))
 
         keys.sort(key=lambda item: item[0] not in self.skipped)  # stable: otherwise by name
@@ -391,11 +374,7 @@ class Reconciler:
         with metrics.CYCLE_SECONDS.time():
             decisions = placement.plan(pending, world.snapshot(), now)
         specs = {(p.namespace, p.name): p.spec for p in pending}
-        # A burst: this cycle placed more than BURST, or one did within BURST_QUIET (its tail).
-        clock = time.monotonic()
-        if sum(d.placed for d in decisions) > BURST:
-            self.burst_at = clock
-        burst = clock - self.burst_at < BURST_QUIET
+        burst = sum(d.placed for d in decisions) > BURST
         recorded: list[str] = []  # pools of the placements made (appended from the writers)
 
         def record(decision: placement.Decision) -> None:
@@ -413,7 +392,7 @@ class Reconciler:
 
         # Decided together over one snapshot; written concurrently (each to its own object).
         self._each(lambda d: self._guard("Workload", record, d), decisions)
-        if burst and recorded:
+        if burst:
             pools = sorted(Counter(recorded).items())
             summary = ", ".join(f"{n} on {pool}" for pool, n in pools)
             log.info("placed %d workloads in one cycle: %s", len(recorded), summary)
@@ -786,7 +765,6 @@ class Reconciler:
     ) -> None:
         """Writes the lifecycle status the pods imply, only when it changed; the first one
         carries the decision (or, after a restart, the pool the pods are on)."""
-        since = self.held.pop(facts.key, None)  # held again below if it still waits
         unwritten = self.unwritten.get(facts.key)
         base = unwritten[0] if unwritten else facts.status
         status = lifecycle_status(
@@ -816,8 +794,6 @@ class Reconciler:
                 self.deferred.add(facts.key)  # visited again until written
                 return
         self.deferred.discard(facts.key)
-        if self._hold(facts.key, status, current, since):
-            return  # visited again when the burst is over (or the hold runs out)
         try:
             self._patch_status(facts, status)
         except (Conflict, NotFound):
@@ -826,25 +802,6 @@ class Reconciler:
         if phase != facts.status.get("phase") and phase in TERMINAL:
             warning = phase == api.Phase.FAILED.value
             self._event(facts, "Workload", phase, status["message"], warning=warning)
-
-    def _hold(
-        self,
-        key: str,
-        status: Mapping[str, Any],
-        current: Mapping[int, PodFacts],
-        since: float | None,
-    ) -> bool:
-        """True (and remembered) while a routine write waits for the burst being placed, for
-        at most HOLD_MAX seconds since it was first held."""
-        clock = time.monotonic()
-        routine = status["phase"] in (api.Phase.PLACED.value, api.Phase.RUNNING.value)
-        if not routine or any(p.unschedulable_since for p in current.values()):
-            return False
-        since = clock if since is None else since
-        if clock - self.burst_at >= BURST_QUIET or clock - since >= HOLD_MAX:
-            return False
-        self.held[key] = since
-        return True
 
     def _recovered(self, world: World, placed: Placed) -> dict[str, Any]:
         """What status says of a placement read back from its pods (the operator stopped
