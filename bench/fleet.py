@@ -38,7 +38,16 @@ import fleet as fleet_desc  # noqa: E402  (hack/fleet.py: hack/ is first on the 
 import fleet_measure as m  # noqa: E402
 import fleet_report as report  # noqa: E402
 import fleet_specs as specs  # noqa: E402
-from fleet_kube import Api, BenchError, CpuSampler, Operator, Watch, burst, wait_until  # noqa: E402
+from fleet_kube import (  # noqa: E402
+    Api,
+    BenchError,
+    CpuSampler,
+    Operator,
+    Watch,
+    burst,
+    schedule,
+    wait_until,
+)
 
 SCALES = {
     "default": {"nodes": 1000, "pools": 8, "workloads": 1000, "idle": 20.0, "warm": 10.0},
@@ -194,6 +203,14 @@ class Bench:
 
     # --- namespaces and watches -----------------------------------------------------------
 
+    @property
+    def pace(self) -> str:
+        return f" at {self.args.rate:g} pods/s" if self.args.rate else ""
+
+    def due(self, groups: list[str], pods: list[int]) -> list[float] | None:
+        """With --rate, when each body of a burst is due; else None (as fast as it can)."""
+        return schedule(groups, pods, self.args.rate) if self.args.rate else None
+
     def namespace(self, name: str) -> str:
         """Creates a namespace; returns its resourceVersion, where its watches start."""
         _, ns = self.api.call("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
@@ -258,10 +275,13 @@ class Bench:
         phase.sizes = {w["metadata"]["name"]: w["spec"]["replicas"] for w in workloads}
         phase.batches = specs.batches(workloads)
         pods = sum(phase.sizes.values())
-        self.say(f"tessera {name}: creating {len(workloads)} Workloads ({pods} pods) in {ns}")
+        self.say(
+            f"tessera {name}: creating {len(workloads)} Workloads ({pods} pods) in {ns}" + self.pace
+        )
+        due = self.due(list(phase.sizes), list(phase.sizes.values()))
         before, cpu0 = self.scrape(), self.operator.figures()
         phase.starts, first, last_post = burst(
-            self.api, WORKLOADS.format(ns=ns), workloads, self.args.threads
+            self.api, WORKLOADS.format(ns=ns), workloads, self.args.threads, due
         )
         self.say(
             f"  {len(workloads)} Workloads created in {last_post - first:.2f} s; "
@@ -498,9 +518,12 @@ class Bench:
         groups = [b["metadata"]["labels"][specs.GROUP_LABEL] for b in bodies]
         phase.sizes = dict(Counter(groups))
         phase.batches = specs.batches(bodies)
-        self.say(f"baseline {name}: creating {len(bodies)} pods directly in {ns}")
+        self.say(f"baseline {name}: creating {len(bodies)} pods directly in {ns}" + self.pace)
+        due = self.due(groups, [1] * len(bodies))
         before = self.scrape()
-        starts, first, last_post = burst(self.api, PODS.format(ns=ns), bodies, self.args.threads)
+        starts, first, last_post = burst(
+            self.api, PODS.format(ns=ns), bodies, self.args.threads, due
+        )
         for pod, group in zip(bodies, groups, strict=True):
             t = starts[pod["metadata"]["name"]]
             phase.starts[group] = min(t, phase.starts.get(group, t))
@@ -695,6 +718,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--pools", type=int, help="override the scale's pool count")
     parser.add_argument("--workloads", type=int, help="override the scale's N")
     parser.add_argument("--threads", type=int, default=16, help="client threads creating objects")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        help="offer the bursts at this many pods/s instead of as fast as the client can",
+    )
     parser.add_argument("--idle-seconds", type=float, help="idle window after the burst")
     parser.add_argument("--warm-seconds", type=float, help="quiet period before measuring idle")
     parser.add_argument("--timeout", type=float, default=120, help="base timeout of each wait (s)")
@@ -703,6 +731,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     custom = any(x is not None for x in (args.nodes, args.pools, args.workloads))
     args.name = "custom" if custom else args.scale
+    if args.rate is not None and args.rate <= 0:
+        parser.error("--rate must be above 0")
     scale = SCALES[args.scale]
     args.nodes = args.nodes or scale["nodes"]
     args.pools = args.pools or scale["pools"]
@@ -726,7 +756,8 @@ def terminated_as_exit() -> Iterator[None]:
 def write(args: argparse.Namespace, result: dict[str, Any]) -> tuple[Path, Path | None]:
     """The JSON results and, where there are latencies, the chart of their distributions."""
     args.results_dir.mkdir(parents=True, exist_ok=True)
-    out = args.results_dir / f"fleet-{args.name}.json"
+    paced = f"-rate{args.rate:g}" if args.rate else ""
+    out = args.results_dir / f"fleet-{args.name}{paced}.json"
     png = out.with_suffix(".png")
     p = result["parameters"]
     title = (
@@ -755,7 +786,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with terminated_as_exit():
             bench.say(
                 f"fleet benchmark ({args.name}): {args.nodes} nodes, {args.pools} pools, "
-                f"{args.workloads} workloads, {args.threads} client threads"
+                f"{args.workloads} workloads, {args.threads} client threads" + bench.pace
             )
             bench.run()
             ok = True
@@ -793,6 +824,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "workloads": args.workloads,
             "gangSizes": list(specs.GANG_SIZES),
             "clientThreads": args.threads,
+            "clientPodsPerSecond": args.rate,  # None: as fast as the client can
             "idleSeconds": args.idle_seconds,
             "warmSeconds": args.warm_seconds,
         },

@@ -197,23 +197,44 @@ class Watch:
             raise BenchError(f"watch {self.path} failed: {self.error}") from self.error
 
 
+def schedule(groups: Sequence[str], pods: Sequence[int], rate: float) -> list[float]:
+    """When each body is due, in seconds after the burst starts, for a client that offers
+    `rate` pods per second: a group (a Workload, or the baseline's pods of one Workload) is
+    due once the pods of the groups before it have been offered, and all its bodies with it."""
+    due: dict[str, float] = {}
+    offered = 0
+    out = []
+    for group, n in zip(groups, pods, strict=True):
+        out.append(due.setdefault(group, offered / rate))
+        offered += n
+    return out
+
+
 def burst(
-    api: Api, path: str, bodies: Sequence[dict[str, Any]], threads: int
+    api: Api,
+    path: str,
+    bodies: Sequence[dict[str, Any]],
+    threads: int,
+    due: Sequence[float] | None = None,
 ) -> tuple[dict[str, float], float, float]:
-    """POSTs every body as fast as `threads` clients can; returns each object's client-side
-    creation time (just before its POST), and the first and last POST's start and end."""
+    """POSTs every body as fast as `threads` clients can, or each when it is `due` (seconds
+    after the start, from `schedule`); returns each object's client-side creation time (just
+    before its POST), and the first and last POST's start and end."""
     encoded = [(b["metadata"]["name"], json.dumps(b).encode()) for b in bodies]
+    offsets = list(due) if due is not None else [0.0] * len(encoded)
     starts: dict[str, float] = {}
     ends: list[float] = []
+    begin = time.monotonic()
 
-    def post(item: tuple[str, bytes]) -> None:
-        name, data = item
+    def post(item: tuple[tuple[str, bytes], float]) -> None:
+        (name, data), offset = item
+        time.sleep(max(0.0, begin + offset - time.monotonic()))
         starts[name] = time.monotonic()
         api.call("POST", path, data)
         ends.append(time.monotonic())
 
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bench-post") as pool:
-        list(pool.map(post, encoded))
+        list(pool.map(post, zip(encoded, offsets, strict=True)))
     return starts, min(starts.values()), max(ends)
 
 

@@ -448,6 +448,43 @@ def test_baseline_pod_is_the_tessera_pod_without_tessera() -> None:
     ), "the Tessera pod is left as it was"
 
 
+# --- a paced client ---------------------------------------------------------------------------
+
+
+def test_a_paced_burst_offers_the_pods_at_the_rate() -> None:
+    # Workloads of 1, 2 and 4 pods at 100 pods/s: each is due when the pods before it are.
+    assert fleet_kube.schedule(["a", "b", "c", "d"], [1, 2, 4, 1], 100) == [0, 0.01, 0.03, 0.07]
+
+
+def test_a_paced_group_is_due_at_once() -> None:
+    # The baseline's pods of one gang are due together, when the gang before was offered.
+    due = fleet_kube.schedule(["g1", "g1", "g2", "g2", "g2", "g2", "g3"], [1] * 7, 50)
+    assert due == [0, 0, 0.04, 0.04, 0.04, 0.04, 0.12]
+
+
+def test_the_rate_names_the_results_and_must_be_positive(tmp_path: Path) -> None:
+    bench = _bench_module()
+    args = bench.parse_args(["--rate", "120", "--results-dir", str(tmp_path)])
+    assert args.rate == 120 and args.name == "default"
+    out, _ = bench.write(args, {"parameters": {"workloads": 1, "nodes": 1, "pools": 1}})
+    assert out.name == "fleet-default-rate120.json"
+    assert bench.parse_args([]).rate is None
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--rate", "0"])
+
+
+def _bench_module() -> Any:
+    """bench/fleet.py, which shares its module name with hack/fleet.py."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_fleet", REPO / "bench" / "fleet.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
 # --- targets ----------------------------------------------------------------------------------
 
 
