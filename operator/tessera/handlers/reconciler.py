@@ -141,15 +141,19 @@ class Reconciler:
         return {k: p for k, (_, p) in self.recent.items()}
 
     def cycle(self, world: World, now: datetime) -> None:
-        """One pass over one World (built with `recent_for`): pools, placement, workloads."""
+        """One pass over one World (built with `recent_for`): placement, pools, workloads."""
         started = time.monotonic()
         live = {f"Workload/{k}" for k in world.workloads}
         live |= {f"AcceleratorPool/None/{p}" for p in world.pools}
         self.said = {k: v for k, v in self.said.items() if k.rpartition("/")[0] in live}
         self.unwritten = {k: v for k, v in self.unwritten.items() if k in self.recent}
-        for name, status in self._pool_statuses(world, now).items():
-            self._guard("AcceleratorPool", self._update_pool, world, name, status)
+        # Placement first: pending workloads wait for no other write. Then the pools' status
+        # (a round trip each, sent together), then the placed workloads.
         self._guard("Workload", self._place, world, now)
+        self._each(
+            lambda item: self._guard("AcceleratorPool", self._update_pool, world, *item),
+            self._pool_statuses(world, now).items(),
+        )
         placed = time.monotonic()
         # Workloads are independent of each other once placement is decided: materialise
         # them concurrently, so a burst is bounded by the API server, not by round trips.
