@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,10 +100,30 @@ def _zombie(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] == "Z"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10000
+
+
+def free_port(taken: Collection[int] = ()) -> int:
+    """A loopback port nothing listens on, below the kernel's ephemeral range. A port from
+    bind(("127.0.0.1", 0)) is ephemeral: until the component meant to listen on it starts,
+    any outgoing connection (the API server's to etcd) may be given it, and the component
+    then fails with "address already in use" (CI saw the scheduler do so)."""
+    try:
+        ephemeral = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768  # Linux's default
+    for _ in range(200):
+        port = random.randrange(LOWEST_PORT, ephemeral) if ephemeral > LOWEST_PORT + 1000 else 0
+        if port in taken:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise ClusterError("found no free port on 127.0.0.1")
 
 
 def log(message: str) -> None:
@@ -188,10 +210,9 @@ class Cluster:
         bins = ensure_binaries()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
-        self.ports = {
-            name: free_port()
-            for name in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler")
-        }
+        self.ports = {}
+        for name in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler"):
+            self.ports[name] = free_port(taken=self.ports.values())
         self._make_pki()
         self._write_kubeconfig()
         try:

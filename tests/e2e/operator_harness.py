@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 TESSERA = Path(sys.executable).parent / "tessera"
+sys.path.insert(0, str(REPO / "hack"))
+
+from cluster import free_port  # noqa: E402  (hack/cluster.py: below the ephemeral ports)
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 60, every: float = 0.3) -> Any:
@@ -32,12 +34,6 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 60, every: fl
             return last
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def install_crds(cluster: Any) -> None:
@@ -280,7 +276,6 @@ def set_draining(k: Kubectl, pool: str, draining: bool) -> None:
 
 
 def _fleet() -> Any:
-    sys.path.insert(0, str(REPO / "hack"))
     import fleet
 
     return fleet

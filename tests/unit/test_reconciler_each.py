@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Any, cast
 
-from tessera.handlers.reconciler import WRITERS, Reconciler
+from tessera.handlers.reconciler import POOL_WRITERS, WRITERS, Reconciler
 
 
 def reconciler() -> Reconciler:
@@ -47,3 +47,22 @@ def test_items_that_are_none_are_run_too() -> None:
     seen: list[Any] = []
     reconciler()._each(seen.append, [None, 0, None])
     assert sorted(seen, key=repr) == [0, None, None]
+
+
+def test_writers_caps_how_many_items_run_at_once() -> None:
+    # The pools' status patches run POOL_WRITERS at a time: each request in flight holds a
+    # connection, and connections stay open.
+    running, peak = 0, 0
+    lock = threading.Lock()
+
+    def fn(_: int) -> None:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        time.sleep(0.005)
+        with lock:
+            running -= 1
+
+    assert reconciler()._each(fn, range(40), writers=POOL_WRITERS) == []
+    assert 1 < peak <= POOL_WRITERS
