@@ -4,6 +4,7 @@ devices in use and reserved, pool status, the placement snapshot. No kopf, no ku
 
 from __future__ import annotations
 
+import enum
 import functools
 import weakref
 from collections import Counter, defaultdict
@@ -761,18 +762,35 @@ def progress_only(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
     return bool(before.get("phase")) and shape(before) == shape(after)
 
 
+PROGRESS_EVERY = 30.0  # a workload's ready count alone is rewritten at most this often
 # A gang still starting this many seconds after its decision has its ready count written
 # before it runs, so that a stalled start shows how far it got.
 SLOW_START = 300.0
 
 
-def counts_wait_for_running(
-    before: Mapping[str, Any], after: Mapping[str, Any], placed_at: datetime | None, now: datetime
-) -> bool:
-    """True when a new lifecycle status only moves the counts of a gang that is starting
-    (phase Placed): a gang is all or none, so its counts go out with the write that says
-    Running and a start costs pods + 2 writes. Not once the start is slow (SLOW_START
-    seconds after the decision, or when the decision's time is unknown)."""
-    if after.get("phase") != api.Phase.PLACED.value or not progress_only(before, after):
-        return False
-    return placed_at is not None and (now - placed_at).total_seconds() < SLOW_START
+class CountsWrite(enum.Enum):
+    """When a lifecycle status may be written, as far as its counts are concerned."""
+
+    NOW = "now"  # more than counts changed, or the counts are due
+    WITH_RUNNING = "with-running"  # a starting gang's counts: they go with Running
+    LATER = "later"  # counts alone, written less than PROGRESS_EVERY ago
+
+
+def counts_write(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    placed_at: datetime | None,
+    now: datetime,
+    since_written: float,
+) -> CountsWrite:
+    """A change that moves only the counts (3/8 ready) is not written on its own at once.
+    A starting gang's (phase Placed) go out with the write that says Running: a gang is all
+    or none, so a start costs pods + 2 writes; not once the start is slow (SLOW_START
+    seconds after the decision, or when the decision's time is unknown). Anyone else's
+    (a running service healing, a slow start) at most every PROGRESS_EVERY seconds."""
+    if not progress_only(before, after):
+        return CountsWrite.NOW
+    starting = after.get("phase") == api.Phase.PLACED.value
+    if starting and placed_at is not None and (now - placed_at).total_seconds() < SLOW_START:
+        return CountsWrite.WITH_RUNNING
+    return CountsWrite.LATER if since_written < PROGRESS_EVERY else CountsWrite.NOW

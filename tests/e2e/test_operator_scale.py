@@ -4,6 +4,7 @@ kwok nodes and pools."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 from operator_harness import (
+    REPO,
     RESOURCE,
     Kubectl,
     Operator,
@@ -23,6 +25,10 @@ from operator_harness import (
     wait_for,
     workload,
 )
+
+sys.path.append(str(REPO / "bench"))  # appended: hack/ (and its `fleet`) stays first
+
+import fleet_measure
 
 
 @pytest.fixture(scope="module")
@@ -159,17 +165,10 @@ def all_running(k: Kubectl, timeout: float) -> dict[str, dict[str, Any]]:
     return final
 
 
-def status_patches(cluster: Any) -> float:
+def status_patches(cluster: Any) -> int:
     """Workload status PATCHes the API server has served, from its own metrics."""
-    text = cluster.kubectl("get", "--raw", "/metrics").stdout
-    return sum(
-        float(line.rpartition(" ")[2])
-        for line in text.splitlines()
-        if line.startswith("apiserver_request_total{")
-        and 'resource="workloads"' in line
-        and 'subresource="status"' in line
-        and 'verb="PATCH"' in line
-    )
+    served = fleet_measure.parse_requests(cluster.kubectl("get", "--raw", "/metrics").stdout)
+    return served[("PATCH", "tessera.dev", "workloads", "status")]
 
 
 def test_a_burst_is_placed_pods_first_and_each_status_written_at_most_twice(

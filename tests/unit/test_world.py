@@ -12,12 +12,14 @@ from hypothesis import strategies as st
 from tessera import api
 from tessera.world import (
     HOSTNAME_LABEL,
+    PROGRESS_EVERY,
     SLOW_START,
+    CountsWrite,
     NodeLabels,
     PodFacts,
     World,
     WorldCache,
-    counts_wait_for_running,
+    counts_write,
     fingerprint,
     lifecycle_status,
     node_facts,
@@ -106,26 +108,30 @@ def test_progress_only_is_a_change_of_counts_not_of_phase_or_reasons() -> None:
 
 
 def test_a_starting_gangs_counts_wait_for_running_unless_the_start_is_slow() -> None:
+    now, with_running, later = CountsWrite.NOW, CountsWrite.WITH_RUNNING, CountsWrite.LATER
     gang = spec(8)
     decided = status(gang, {}, [], created=8)  # the decision's write: 8 pods created, none ready
     assert decided["phase"] == "Placed" and decided["summary"]["ready"] == "0/8"
     starting = [pod(r) for r in range(3)] + [pod(r, "Pending", False) for r in range(3, 8)]
     three = status(gang, decided, starting)
     assert three["summary"]["ready"] == "3/8" and progress_only(decided, three)
-    later = NOW + timedelta(seconds=60)  # past PROGRESS_EVERY: counts alone once went out
-    assert counts_wait_for_running(decided, three, NOW, later)
+    at = NOW + timedelta(seconds=60)  # past PROGRESS_EVERY: counts alone once went out
+    due = PROGRESS_EVERY  # seconds since the last write: the counts would be due
+    assert counts_write(decided, three, NOW, at, due) is with_running
     slow = NOW + timedelta(seconds=SLOW_START)
-    assert not counts_wait_for_running(decided, three, NOW, slow)
-    assert not counts_wait_for_running(decided, three, None, later)  # placed when, not known
+    assert counts_write(decided, three, NOW, slow, due) is now
+    assert counts_write(decided, three, NOW, slow, 5.0) is later  # a slow start: throttled
+    assert counts_write(decided, three, None, at, due) is now  # placed when, not known
     running = status(gang, three, [pod(r) for r in range(8)])
     assert running["phase"] == "Running"
-    assert not counts_wait_for_running(three, running, NOW, later)
-    assert not counts_wait_for_running({}, decided, NOW, later)  # the first write
+    assert counts_write(three, running, NOW, at, 0.0) is now  # Running: at once
+    assert counts_write({}, decided, NOW, at, 0.0) is now  # the first write
     svc = spec(3, "Always")
     one = status(svc, {"phase": "Running"}, [pod(0)])
     two = status(svc, one, [pod(0), pod(1)])
     assert progress_only(one, two)  # a running service's counts: not held for anything
-    assert not counts_wait_for_running(one, two, NOW, later)
+    assert counts_write(one, two, NOW, at, due) is now
+    assert counts_write(one, two, NOW, at, due - 1) is later  # but at most every 30 s
 
 
 def test_workload_facts_keep_a_fingerprint_of_the_candidates_not_the_list() -> None:

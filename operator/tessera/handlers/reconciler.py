@@ -19,18 +19,19 @@ from tessera import api, metrics, placement, runtime
 from tessera.errors import ApiError, Conflict, NotFound, TesseraError
 from tessera.k8s import Kube
 from tessera.world import (
+    PROGRESS_EVERY,
     TERMINAL,
+    CountsWrite,
     ObjectFacts,
     Placed,
     PodFacts,
     World,
     WorldCache,
     condition,
-    counts_wait_for_running,
+    counts_write,
     fingerprint,
     lifecycle_status,
     pool_status,
-    progress_only,
     validation_message,
 )
 
@@ -46,7 +47,6 @@ FULL_PASS = 30.0  # seconds between passes over every workload, changed or not (
 # which follows at once. A burst's status writes then never hold back its new placements.
 VISIT_BUDGET = 1.0
 POOL_DEVICES_EVERY = 5.0  # a pool's device counts are rewritten at most this often
-PROGRESS_EVERY = 30.0  # a workload's ready count alone is rewritten at most this often
 CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist before it is seen
 # A decision is written with the first lifecycle status: once its pods run, or this many
 # seconds after they were created (so a slow start still shows where the workload went).
@@ -795,17 +795,14 @@ class Reconciler:
         if {k: facts.status.get(k) for k in status} == status:
             self.deferred.discard(facts.key)
             return
-        if counts_wait_for_running(facts.status, status, placed.placed_at, now):
-            self.deferred.discard(facts.key)
-            return  # revisited when its pods change, and on every full pass
-        if progress_only(facts.status, status):
-            # Only counts moved (3/8 ready) of a running service or of a slow start: written
-            # at most every PROGRESS_EVERY seconds.
-            written = self.status_written.get(facts.key, 0.0)
-            if time.monotonic() - written < PROGRESS_EVERY:
-                self.deferred.add(facts.key)  # visited again until written
-                return
+        since = time.monotonic() - self.status_written.get(facts.key, 0.0)
+        when = counts_write(facts.status, status, placed.placed_at, now, since)
+        if when is CountsWrite.LATER:
+            self.deferred.add(facts.key)  # visited again until written
+            return
         self.deferred.discard(facts.key)
+        if when is CountsWrite.WITH_RUNNING:
+            return  # revisited when its pods change, and on every full pass
         try:
             self._patch_status(facts, status)
         except (Conflict, NotFound):
