@@ -659,10 +659,9 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
     elif not ready:
         ready_cond = ("NoReadyNodes", "no node of the pool is Ready")
     else:
-        ready_cond = (
-            "PoolReady",
-            f"{len(ready)}/{len(nodes)} nodes Ready, {available} devices free",
-        )
+        # No device count here: it moves with every pod, and a condition that moved would be
+        # written at once, where the counts in status.devices are written every few seconds.
+        ready_cond = ("PoolReady", f"{len(ready)}/{len(nodes)} nodes Ready")
     is_ready = ready_cond[0] == "PoolReady"
     if is_ready and world.pool_specs[name].draining:
         ready_cond = ("Draining", "pool is draining: no new placements")

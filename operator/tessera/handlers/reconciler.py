@@ -47,6 +47,7 @@ FULL_PASS = 30.0  # seconds between passes over every workload, changed or not (
 # which follows at once. A burst's status writes then never hold back its new placements.
 VISIT_BUDGET = 1.0
 POOL_DEVICES_EVERY = 5.0  # a pool's device counts are rewritten at most this often
+DEVICE_KEYS = frozenset({"devices", "summary"})  # the pool status fields that hold them
 CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist before it is seen
 # A decision is written with the first lifecycle status: once its pods run, or this many
 # seconds after they were created (so a slow start still shows where the workload went).
@@ -128,6 +129,9 @@ class Reconciler:
         self.statuses_of: tuple[tuple[str, str], ...] = ()
         self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="tessera-write")
         self._events = ThreadPoolExecutor(EVENT_WRITERS, thread_name_prefix="tessera-event")
+        self._pool_writes = ThreadPoolExecutor(POOL_WRITERS, thread_name_prefix="tessera-pool")
+        self.pools_writing: set[str] = set()  # pools whose status write is in flight
+        self._pools_lock = threading.Lock()
         self._event_budget = TokenBucket(EVENT_BURST, EVENTS_PER_SECOND)
 
     # --- one cycle ------------------------------------------------------------------------
@@ -148,16 +152,12 @@ class Reconciler:
         live |= {f"AcceleratorPool/None/{p}" for p in world.pools}
         self.said = {k: v for k, v in self.said.items() if k.rpartition("/")[0] in live}
         self.unwritten = {k: v for k, v in self.unwritten.items() if k in self.recent}
-        # Placement first: pending workloads wait for no other write. Then the pools' status
-        # (a round trip each, POOL_WRITERS at a time: each request in flight opens a
-        # connection that stays open, and 20 at once cost an idle operator over 5,000 nodes
-        # 1.4-2.5 MB), then the placed workloads.
+        # Placement first: pending workloads wait for no other write. The pools' status goes
+        # out beside the rest of the cycle (a round trip each, POOL_WRITERS at a time: each
+        # request in flight opens a connection that stays open, and 20 at once cost an idle
+        # operator over 5,000 nodes 1.4-2.5 MB); then the placed workloads are visited.
         self._guard("Workload", self._place, world, now)
-        self._each(
-            lambda item: self._guard("AcceleratorPool", self._update_pool, world, *item),
-            self._pool_statuses(world, now).items(),
-            writers=POOL_WRITERS,
-        )
+        self._write_pools(world, now)
         placed = time.monotonic()
         # Workloads are independent of each other once placement is decided: materialise
         # them concurrently, so a burst is bounded by the API server, not by round trips.
@@ -317,13 +317,34 @@ class Reconciler:
         self.statuses_at, self.statuses_of = clock, pools
         return self.statuses
 
+    def _write_pools(self, world: World, now: datetime) -> None:
+        """Sends the pools' status on the pool writers, not waited for: no cycle waits on
+        them. A pool whose last write is still in flight is left for the next computation,
+        so two writes of one pool never race."""
+        for name, status in self._pool_statuses(world, now).items():
+            with self._pools_lock:
+                if name in self.pools_writing:
+                    self.statuses_at = 0.0  # computed again next cycle
+                    continue
+                self.pools_writing.add(name)
+
+            def write(name: str = name, status: dict[str, Any] = status) -> None:
+                try:
+                    self._guard("AcceleratorPool", self._update_pool, world, name, status)
+                finally:
+                    with self._pools_lock:
+                        self.pools_writing.discard(name)
+
+            self._pool_writes.submit(write)
+
     def _update_pool(self, world: World, name: str, status: dict[str, Any]) -> None:
         facts = world.pools[name]
         current = {k: facts.status.get(k) for k in status}
         if current != status:
-            # Device counts move with every pod; during a burst they are written at most
-            # every POOL_DEVICES_EVERY seconds. Anything else (nodes, conditions) at once.
-            only_devices = all(current[k] == status[k] for k in status if k != "devices")
+            # Device counts (and the summary column that shows them) move with every pod;
+            # during a burst they are written at most every POOL_DEVICES_EVERY seconds.
+            # Anything else (nodes, conditions) at once.
+            only_devices = all(current[k] == status[k] for k in status if k not in DEVICE_KEYS)
             clock = time.monotonic()
             if not only_devices or clock - self.pool_written.get(name, 0) >= POOL_DEVICES_EVERY:
                 self.kube.patch_pool_status(name, status)
@@ -387,7 +408,7 @@ class Reconciler:
             decisions = placement.plan(pending, world.snapshot(), now)
         specs = {(p.namespace, p.name): p.spec for p in pending}
         burst = sum(d.placed for d in decisions) > BURST
-        recorded: list[str] = []  # pools of the placements made (appended from the writers)
+        recorded: list[tuple[str, str]] = []  # (workload, pool) placed (from the writers)
 
         def record(decision: placement.Decision) -> None:
             facts = world.workloads[f"{decision.namespace}/{decision.name}"]
@@ -397,15 +418,20 @@ class Reconciler:
                 return
             if decision.placed:
                 spec = specs[(decision.namespace, decision.name)]
+                recorded.append((facts.key, decision.pool or ""))
                 self._record_placement(world, facts, spec, decision, now, burst)
-                recorded.append(decision.pool or "")
             else:
                 self._record_waiting(facts, decision, now)
 
         # Decided together over one snapshot; written concurrently (each to its own object).
+        # Every placement's pods go out first, then (outside a burst) the decisions: no pod
+        # waits for another workload's status write.
         self._each(lambda d: self._guard("Workload", record, d), decisions)
-        if burst:
-            pools = sorted(Counter(recorded).items())
+        if not burst:
+            keys = [key for key, _ in recorded]
+            self._each(lambda k: self._guard("Workload", self._write_decision, world, k), keys)
+        else:
+            pools = sorted(Counter(pool for _, pool in recorded).items())
             summary = ", ".join(f"{n} on {pool}" for pool, n in pools)
             log.info("placed %d workloads in one cycle: %s", len(recorded), summary)
 
@@ -442,11 +468,12 @@ class Reconciler:
         now: datetime,
         burst: bool,
     ) -> None:
-        """Writes the decision into status (guarded by resourceVersion), then creates the pods.
-        In a burst the write waits: the decision goes out with the workload's first lifecycle
-        status, when the pods run (or FIRST_WRITE_AFTER after they were created), one write per
-        placement. The pods are the record meanwhile: their names and labels say the pool,
-        so a restarted operator reads the placement from them (World.placement_of)."""
+        """Creates the pods and keeps the decision's status as not yet written. Outside a
+        burst it is due at once: written once every placement's pods are sent. In a burst the
+        write waits: the decision goes out with the workload's first lifecycle status, when
+        the pods run (or FIRST_WRITE_AFTER after they were created), one write per placement.
+        The pods are the record meanwhile: their names and labels say the pool, so a
+        restarted operator reads the placement from them (World.placement_of)."""
         message = decision.message or f"placed on {decision.pool}"
         status = self._placement_status(facts, decision, now, message)
         pool = decision.pool or ""
@@ -455,11 +482,6 @@ class Reconciler:
             status.update(
                 lifecycle_status(spec, pool, status, facts.generation, {}, [], spec.replicas, now)
             )
-            try:
-                self._patch_status(facts, status)
-            except Conflict:
-                log.info("workload %s/%s changed; deciding again next cycle", ns, facts.name)
-                return
         assignments = {a.replica: a.node for a in decision.assignments}
         placed = Placed(pool, assignments, now)
         self.recent[facts.key] = (facts.uid, placed)
@@ -476,11 +498,22 @@ class Reconciler:
             if all([send() for send in sends]):
                 metrics.PLACEMENT_LATENCY.observe(max(0.0, (now - facts.created).total_seconds()))
         finally:
-            if burst:
-                # Kept even when a send failed (the visit retries it). The first write's clock
-                # starts once the pods were sent, not at the decision: in a burst of thousands
-                # they wait their turn at the API server first.
-                self.unwritten[facts.key] = (status, time.monotonic())
+            # Kept even when a send failed (the visit retries it). In a burst the first
+            # write's clock starts once the pods were sent, not at the decision: in a burst of
+            # thousands they wait their turn at the API server first.
+            sent = time.monotonic()
+            self.unwritten[facts.key] = (status, sent if burst else sent - FIRST_WRITE_AFTER)
+
+    def _write_decision(self, world: World, key: str) -> None:
+        """Writes a decision made outside a burst (guarded by resourceVersion). If it cannot
+        be written now (the workload changed since it was read), a visit writes it with the
+        first lifecycle status, as in a burst: its pods exist already."""
+        facts = world.workloads[key]
+        try:
+            self._patch_status(facts, self.unwritten[key][0])
+        except Conflict:
+            return
+        self.unwritten.pop(key, None)
 
     def _creator(
         self, world: World, facts: ObjectFacts, spec: api.WorkloadSpec, placed: Placed
