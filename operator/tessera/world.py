@@ -761,6 +761,19 @@ def progress_only(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
     return bool(before.get("phase")) and shape(before) == shape(after)
 
 
+# A burst starts when one cycle places more than BURST workloads and lasts while each cycle
+# places at least BURST_ENDS: a steady stream near BURST per cycle then stays one burst
+# (one status write per placement) instead of flipping between it and two writes each.
+BURST = 64
+BURST_ENDS = 8
+
+
+def bursting(was: bool, placed: int) -> bool:
+    """Whether a cycle that placed `placed` workloads is (still) in a burst; `was`: the last
+    placing cycle was. In a burst each decision is written with its first lifecycle status."""
+    return placed > BURST or (was and placed >= BURST_ENDS)
+
+
 PROGRESS_EVERY = 30.0  # a workload's ready count alone is rewritten at most this often
 # A gang still starting this many seconds after its decision has its ready count written
 # before it runs, so that a stalled start shows how far it got.

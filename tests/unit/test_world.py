@@ -19,6 +19,7 @@ from tessera.world import (
     PodFacts,
     World,
     WorldCache,
+    bursting,
     counts_write,
     fingerprint,
     lifecycle_status,
@@ -270,3 +271,21 @@ def test_reserved_devices_follow_pods_and_status_across_cycles() -> None:
     assert w.free("n0", "nvidia.com/gpu") == 8 and w.free("n1", "nvidia.com/gpu") == 0
     assert world(None, []).free("n1", "nvidia.com/gpu") == 8
     assert not cache.placed and not cache.promised  # nothing kept for a deleted workload
+
+
+def test_a_burst_starts_over_64_placements_and_lasts_while_8_or_more_follow() -> None:
+    assert not bursting(False, 64)
+    assert bursting(False, 65)
+    assert bursting(True, 64)  # a steady stream near the threshold stays one burst
+    assert bursting(True, 8)
+    assert not bursting(True, 7)
+    assert not bursting(True, 0)
+    assert not bursting(False, 8)  # a trickle never starts one
+
+
+@given(st.booleans(), st.integers(min_value=0, max_value=10_000))
+def test_a_burst_is_monotonic_in_the_placements(was: bool, placed: int) -> None:
+    """Placing more never ends a burst that placing fewer would have kept; over 64 always is one."""
+    if bursting(was, placed):
+        assert bursting(was, placed + 1)
+    assert bursting(was, placed) or placed <= 64

@@ -27,6 +27,7 @@ from tessera.world import (
     PodFacts,
     World,
     WorldCache,
+    bursting,
     condition,
     counts_write,
     fingerprint,
@@ -53,9 +54,8 @@ CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist b
 # seconds after they were created (so a slow start still shows where the workload went).
 # One write, not two.
 FIRST_WRITE_AFTER = 10.0
-# Only in a burst: a cycle that places fewer workloads writes each decision at once, before
-# the pods, so status never lags behind a decision outside a burst.
-BURST = 64
+# Outside a burst (tessera.world.bursting) a cycle writes each decision at once, right after
+# the pods, so status never lags behind a decision.
 # Normal Events are best effort (as in client-go's recorder): beyond a burst of EVENT_BURST
 # they are posted at EVENTS_PER_SECOND, so a burst of placements is not also a burst of
 # Events. The status says the same, always. Warnings are never held back.
@@ -106,6 +106,7 @@ class Reconciler:
         self.said: dict[str, str] = {}  # last event message per object, to avoid repeating
         self.heartbeat: float | None = None  # monotonic time the loop last went round
         self.behind = False  # the last cycle left workloads unvisited: run the next at once
+        self.bursting = False  # the last cycle that placed was in a burst
         self.skipped: set[str] = set()  # those workloads, first in line next cycle
         self._known_pools: set[str] = set()  # pools with metric series, to drop deleted ones
         # Pods created but not yet in the cache (namespace/name -> monotonic time, workload
@@ -403,11 +404,12 @@ class Reconciler:
                 )
             )
         if not pending:
+            self.bursting = False
             return
         with metrics.CYCLE_SECONDS.time():
             decisions = placement.plan(pending, world.snapshot(), now)
         specs = {(p.namespace, p.name): p.spec for p in pending}
-        burst = sum(d.placed for d in decisions) > BURST
+        burst = self.bursting = bursting(self.bursting, sum(d.placed for d in decisions))
         recorded: list[tuple[str, str]] = []  # (workload, pool) placed (from the writers)
 
         def record(decision: placement.Decision) -> None:
