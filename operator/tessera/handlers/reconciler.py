@@ -130,9 +130,6 @@ class Reconciler:
         self.statuses_of: tuple[tuple[str, str], ...] = ()
         self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="tessera-write")
         self._events = ThreadPoolExecutor(EVENT_WRITERS, thread_name_prefix="tessera-event")
-        self._pool_writes = ThreadPoolExecutor(POOL_WRITERS, thread_name_prefix="tessera-pool")
-        self.pools_writing: set[str] = set()  # pools whose status write is in flight
-        self._pools_lock = threading.Lock()
         self._event_budget = TokenBucket(EVENT_BURST, EVENTS_PER_SECOND)
 
     # --- one cycle ------------------------------------------------------------------------
@@ -153,12 +150,16 @@ class Reconciler:
         live |= {f"AcceleratorPool/None/{p}" for p in world.pools}
         self.said = {k: v for k, v in self.said.items() if k.rpartition("/")[0] in live}
         self.unwritten = {k: v for k, v in self.unwritten.items() if k in self.recent}
-        # Placement first: pending workloads wait for no other write. The pools' status goes
-        # out beside the rest of the cycle (a round trip each, POOL_WRITERS at a time: each
-        # request in flight opens a connection that stays open, and 20 at once cost an idle
-        # operator over 5,000 nodes 1.4-2.5 MB); then the placed workloads are visited.
+        # Placement first: pending workloads wait for no other write. Then the pools' status
+        # (a round trip each, POOL_WRITERS at a time: each request in flight opens a
+        # connection that stays open, and 20 at once cost an idle operator over 5,000 nodes
+        # 1.4-2.5 MB), then the placed workloads.
         self._guard("Workload", self._place, world, now)
-        self._write_pools(world, now)
+        self._each(
+            lambda item: self._guard("AcceleratorPool", self._update_pool, world, *item),
+            self._pool_statuses(world, now).items(),
+            writers=POOL_WRITERS,
+        )
         placed = time.monotonic()
         # Workloads are independent of each other once placement is decided: materialise
         # them concurrently, so a burst is bounded by the API server, not by round trips.
@@ -317,26 +318,6 @@ class Reconciler:
         self.statuses = {name: pool_status(world, name, now) for name, _ in pools}
         self.statuses_at, self.statuses_of = clock, pools
         return self.statuses
-
-    def _write_pools(self, world: World, now: datetime) -> None:
-        """Sends the pools' status on the pool writers, not waited for: no cycle waits on
-        them. A pool whose last write is still in flight is left for the next computation,
-        so two writes of one pool never race."""
-        for name, status in self._pool_statuses(world, now).items():
-            with self._pools_lock:
-                if name in self.pools_writing:
-                    self.statuses_at = 0.0  # computed again next cycle
-                    continue
-                self.pools_writing.add(name)
-
-            def write(name: str = name, status: dict[str, Any] = status) -> None:
-                try:
-                    self._guard("AcceleratorPool", self._update_pool, world, name, status)
-                finally:
-                    with self._pools_lock:
-                        self.pools_writing.discard(name)
-
-            self._pool_writes.submit(write)
 
     def _update_pool(self, world: World, name: str, status: dict[str, Any]) -> None:
         facts = world.pools[name]
@@ -510,9 +491,11 @@ class Reconciler:
         """Writes a decision made outside a burst (guarded by resourceVersion). If it cannot
         be written now (the workload changed since it was read), a visit writes it with the
         first lifecycle status, as in a burst: its pods exist already."""
-        facts = world.workloads[key]
+        facts, unwritten = world.workloads[key], self.unwritten.get(key)
+        if unwritten is None:
+            return  # the placement failed before its pods were sent (logged)
         try:
-            self._patch_status(facts, self.unwritten[key][0])
+            self._patch_status(facts, unwritten[0])
         except Conflict:
             return
         self.unwritten.pop(key, None)
