@@ -54,8 +54,6 @@ CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist b
 # seconds after they were created (so a slow start still shows where the workload went).
 # One write, not two.
 FIRST_WRITE_AFTER = 10.0
-# Outside a burst (tessera.world.bursting) a cycle writes each decision at once, right after
-# the pods, so status never lags behind a decision.
 # Normal Events are best effort (as in client-go's recorder): beyond a burst of EVENT_BURST
 # they are posted at EVENTS_PER_SECOND, so a burst of placements is not also a burst of
 # Events. The status says the same, always. Warnings are never held back.
@@ -483,7 +481,8 @@ class Reconciler:
         finally:
             # Kept even when a send failed (the visit retries it). In a burst the first
             # write's clock starts once the pods were sent, not at the decision: in a burst of
-            # thousands they wait their turn at the API server first.
+            # thousands they wait their turn at the API server first. Outside a burst the
+            # clock is set back so the write is due at once (tessera.world.bursting decides).
             sent = time.monotonic()
             self.unwritten[facts.key] = (status, sent if burst else sent - FIRST_WRITE_AFTER)
 
