@@ -20,6 +20,9 @@ API_VERSION = f"{GROUP}/{VERSION}"
 WORKLOAD_LABEL = f"{GROUP}/workload"
 POOL_LABEL = f"{GROUP}/pool"
 REPLICA_LABEL = f"{GROUP}/replica"
+# The Workload generation a pod was built from: pods of an earlier spec are never adopted
+# as a placement the status does not record yet (tessera.world.World.stale_pods).
+GENERATION_ANNOTATION = f"{GROUP}/generation"
 
 # Extended resources that identify accelerators: a workload's template may not request
 # them itself, because Tessera adds the pool's resource when it places the pods.

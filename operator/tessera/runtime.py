@@ -122,6 +122,9 @@ def build_pod(
     affinity["nodeAffinity"] = node_affinity(pool_spec.node_selector, node)
     pod_spec.setdefault("restartPolicy", "Always")
 
+    annotations = dict(meta.get("annotations") or {})
+    if workload.metadata.get("generation") is not None:
+        annotations[api.GENERATION_ANNOTATION] = str(workload.metadata["generation"])
     labels = {
         **(meta.get("labels") or {}),
         api.WORKLOAD_LABEL: workload.name,
@@ -135,7 +138,7 @@ def build_pod(
             "name": pod_name(workload.name, pool, replica),
             "namespace": workload.namespace,
             "labels": labels,
-            "annotations": dict(meta.get("annotations") or {}),
+            "annotations": annotations,
             "ownerReferences": [
                 {
                     "apiVersion": api.API_VERSION,

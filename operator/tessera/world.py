@@ -134,6 +134,7 @@ class PodFacts:
     owner_uid: str | None
     unschedulable_since: datetime | None
     unschedulable_message: str
+    generation: int | None = None  # the Workload generation it was built from, if it says
     # namespace/name, and namespace/workload: built once here, not in every cycle's World.
     key: str = field(init=False, repr=False, compare=False)
     workload_key: str | None = field(init=False, repr=False, compare=False)
@@ -216,6 +217,7 @@ def pod_facts(body: Mapping[str, Any]) -> PodFacts:
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
     replica = labels.get(api.REPLICA_LABEL)
+    built = (meta.get("annotations") or {}).get(api.GENERATION_ANNOTATION)
     return PodFacts(
         namespace=meta.get("namespace", ""),
         name=meta["name"],
@@ -231,6 +233,7 @@ def pod_facts(body: Mapping[str, Any]) -> PodFacts:
         owner_uid=owner,
         unschedulable_since=since,
         unschedulable_message=message,
+        generation=int(built) if built and built.isdigit() else None,
     )
 
 
@@ -434,7 +437,11 @@ class World:
         pods = [
             p
             for p in self.pods_by_workload.get(facts.key, ())
-            if p.owner_uid == facts.uid and p.pool and p.pool not in excluded and not p.deleting
+            if p.owner_uid == facts.uid
+            and p.pool
+            and p.pool not in excluded
+            and not p.deleting
+            and p.generation in (None, facts.generation)
         ]
         if not pods:
             return None
@@ -444,6 +451,24 @@ class World:
             p.replica: p.node for p in pods if p.pool == pool and p.node and p.replica is not None
         }
         return Placed(pool, nodes, None)
+
+    def stale_pods(self, key: str) -> list[PodFacts]:
+        """A workload's pods built from an earlier spec while its status records no pool:
+        the spec was edited after the pods were created and before the decision was written
+        (the CRD freezes the spec only once status.pool is set). They are not its placement:
+        they are deleted and the workload is placed again from the spec it has now."""
+        facts = self.workloads.get(key)
+        if facts is None or facts.status.get("pool"):
+            return []
+        excluded = {e.get("pool") for e in facts.status.get("excludedPools") or []}
+        return [
+            p
+            for p in self.pods_by_workload.get(key, ())
+            if p.owner_uid == facts.uid
+            and p.pool not in excluded  # withdrawn from: deleted already, never adopted
+            and p.generation is not None
+            and p.generation != facts.generation
+        ]
 
     def _membership(self) -> tuple[dict[str, list[str]], dict[str, dict[str, str]]]:
         """Nodes of each pool. A node two pools select counts for the first by name only,

@@ -3,6 +3,7 @@ status, events, metrics, lifecycle, fallback, deletion, restarts and draining.""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -317,6 +318,52 @@ def test_spec_changes_replan_a_waiting_workload_and_leave_a_placed_one_alone(ns:
     )
     assert ns.status("picky")["pool"] == "h100"
     assert {p["metadata"]["uid"] for p in ns.pods(**{"tessera.dev/workload": "picky"})} == pods
+
+
+def test_pods_of_a_spec_edited_before_the_decision_was_written_are_replaced(ns: Kubectl) -> None:
+    """The CRD freezes a spec only once status.pool is set. Pods built from an earlier
+    generation (here: left by an operator stopped before it wrote its decision, the spec
+    edited since) must not be adopted as the placement: they are deleted and the workload
+    placed again from the spec it has now."""
+    # Restricted to a pool that does not exist, so the operator leaves it waiting.
+    ns.apply(workload("edited", count=1, pools=["nowhere"]))
+    wait_for("edited waiting", lambda: ns.condition("edited", "Placed"))
+    ns("patch", "awl", "edited", "-n", ns.ns, "--type=json", "-p",
+       '[{"op":"replace","path":"/spec/template/spec/containers/0/image",'
+       '"value":"registry.example/app:2"}]')  # fmt: skip
+    edited = ns.awl("edited")
+    assert edited["metadata"]["generation"] == 2
+    stale = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "edited-h100-0",
+            "labels": {"tessera.dev/workload": "edited", "tessera.dev/pool": "h100",
+                       "tessera.dev/replica": "0"},
+            "annotations": {"tessera.dev/generation": "1"},
+            "ownerReferences": [{"apiVersion": "tessera.dev/v1alpha1", "kind": "Workload",
+                                 "name": "edited", "uid": edited["metadata"]["uid"],
+                                 "controller": True, "blockOwnerDeletion": True}],
+        },
+        "spec": {"containers": [{"name": "main", "image": "registry.example/app:1"}]},
+    }  # fmt: skip
+    created = ns("create", "-n", ns.ns, "-o", "json", "-f", "-", input=json.dumps(stale))
+    old_uid = json.loads(created.stdout)["metadata"]["uid"]
+    wait_for("stale pod deleted", lambda: not ns.pods(**{"tessera.dev/workload": "edited"}))
+    assert ns.status("edited").get("pool") is None  # not adopted
+    event = wait_for(
+        "SpecChanged event",
+        lambda: next((e for e in ns.events("edited") if e["reason"] == "SpecChanged"), None),
+    )
+    assert "generation 2" in event["message"] and "generation 1" in event["message"]
+    # Placed now, its pod is built from the spec it has.
+    ns("patch", "awl", "edited", "-n", ns.ns, "--type=merge", "-p",
+       '{"spec":{"accelerator":{"pools":["h100"]}}}')  # fmt: skip
+    assert placed(ns, "edited")["pool"] == "h100"
+    pod = wait_for("new pod", lambda: ns.pods(**{"tessera.dev/workload": "edited"}))[0]
+    assert pod["metadata"]["uid"] != old_uid
+    assert pod["spec"]["containers"][0]["image"] == "registry.example/app:2"
+    assert pod["metadata"]["annotations"]["tessera.dev/generation"] == "3"
 
 
 def test_model_conflict_between_spec_and_labels_is_a_condition(

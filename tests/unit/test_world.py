@@ -25,6 +25,7 @@ from tessera.world import (
     lifecycle_status,
     node_facts,
     object_facts,
+    pod_facts,
     progress_only,
 )
 
@@ -179,6 +180,52 @@ def test_a_workload_whose_decision_was_not_written_is_placed_where_its_pods_are(
     stranger = object_facts({**body, "metadata": {**body["metadata"], "uid": "other"}})
     world = World(nodes={}, pods=[pod(0)], pools={}, workloads={"ml/w": stranger}, namespaces={})
     assert world.placement_of("ml/w") is None
+
+
+def test_pods_of_an_earlier_spec_are_not_a_placement_the_status_does_not_record() -> None:
+    """The spec was edited after the pods were created and before the decision was written
+    (the CRD freezes it only once status.pool is set): those pods are stale, not adopted."""
+    meta = {"name": "w", "namespace": "ml", "uid": "owner", "resourceVersion": "1"}
+
+    def workload(generation: int, status: dict[str, Any]) -> Any:
+        body = {"metadata": {**meta, "generation": generation}, "spec": {}, "status": status}
+        return object_facts(body)
+
+    def world(facts: Any, *pods: PodFacts) -> World:
+        return World(nodes={}, pods=list(pods), pools={}, workloads={"ml/w": facts}, namespaces={})
+
+    def built(generation: int | None, replica: int = 0, pool: str = "h100") -> PodFacts:
+        return dataclasses.replace(pod(replica, pool=pool), generation=generation)
+
+    edited = workload(2, {})
+    old = world(edited, built(1), built(1, 1))
+    assert old.placement_of("ml/w") is None
+    assert [p.name for p in old.stale_pods("ml/w")] == ["w-h100-0", "w-h100-1"]
+    current = world(edited, built(2), built(2, 1))
+    assert current.stale_pods("ml/w") == [] and current.placement_of("ml/w") is not None
+    # Pods from before the annotation existed are read as before.
+    unknown = world(edited, built(None), built(None, 1))
+    assert unknown.stale_pods("ml/w") == [] and unknown.placement_of("ml/w") is not None
+    # Once the status records the pool the spec is frozen: a later generation comes from a
+    # mutable field (priority, objective) and the pods stay.
+    placed = workload(2, {"pool": "h100", "phase": "Running"})
+    assert world(placed, built(1)).stale_pods("ml/w") == []
+    # Pods on a pool it was withdrawn from are deleted already and never adopted.
+    withdrawn = workload(2, {"excludedPools": [{"pool": "a100", "reason": "stuck"}]})
+    assert world(withdrawn, built(1, pool="a100")).stale_pods("ml/w") == []
+    # Another owner's pods are not this workload's to delete.
+    stranger = dataclasses.replace(built(1), owner_uid="other")
+    assert world(edited, stranger).stale_pods("ml/w") == []
+
+
+def test_a_pod_says_the_generation_it_was_built_from() -> None:
+    def body(annotations: dict[str, str]) -> dict[str, Any]:
+        meta = {"name": "p", "namespace": "ml", "annotations": annotations}
+        return {"metadata": meta, "spec": {}, "status": {}}
+
+    assert pod_facts(body({api.GENERATION_ANNOTATION: "3"})).generation == 3
+    assert pod_facts(body({})).generation is None
+    assert pod_facts(body({api.GENERATION_ANNOTATION: "three"})).generation is None
 
 
 _label = st.sampled_from(["a", "b", "nvidia.com/gpu.product", HOSTNAME_LABEL])

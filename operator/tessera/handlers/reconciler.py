@@ -367,6 +367,7 @@ class Reconciler:
             if not facts.deleting
             and facts.status.get("phase") not in TERMINAL
             and world.placement_of(key) is None
+            and not world.stale_pods(key)  # placed again once they are gone (same names)
         }
         for _, facts in sorted(unplaced.items()):
             spec = self._spec(facts, now)
@@ -511,9 +512,12 @@ class Reconciler:
         @functools.cache
         def parts() -> tuple[api.Workload, Any]:
             # Built on the first claim only: most visits find every pod there or claimed.
-            workload = api.Workload(
-                metadata={"name": facts.name, "namespace": facts.namespace}, spec=spec
-            )
+            meta = {
+                "name": facts.name,
+                "namespace": facts.namespace,
+                "generation": facts.generation,
+            }
+            workload = api.Workload(metadata=meta, spec=spec)
             return workload, world.accelerator(placed.pool).to_api()
 
         def claim(replica: int) -> Callable[[], bool] | None:
@@ -571,6 +575,10 @@ class Reconciler:
     def _reconcile_workload(self, world: World, key: str, now: datetime) -> None:
         facts = world.workloads[key]
         if facts.deleting or facts.status.get("phase") in TERMINAL:
+            return
+        stale = world.stale_pods(key)
+        if stale:
+            self._discard(facts, stale)
             return
         placed = world.placement_of(key)
         if placed is None or key in self.writing:
@@ -676,6 +684,25 @@ class Reconciler:
                 for stale in stale_pods:
                     self.kube.delete_pod(stale.namespace, stale.name, stale.uid)
         return created
+
+    def _discard(self, facts: ObjectFacts, stale: list[PodFacts]) -> None:
+        """Deletes pods built from an earlier spec than the workload's (World.stale_pods) and
+        forgets this process's decision for them: the spec was edited between the pods'
+        creation and the decision's write, and the pods must not run the old one. The
+        workload is placed again, from the spec it has now, once they are gone."""
+        ns = facts.namespace or ""
+        for pod in stale:
+            if not pod.deleting:
+                self.kube.delete_pod(ns, pod.name, pod.uid)
+        self.recent.pop(facts.key, None)
+        self.unwritten.pop(facts.key, None)
+        built = ", ".join(sorted({str(p.generation) for p in stale}))
+        message = (
+            f"spec changed (generation {facts.generation}) before the placement was recorded: "
+            f"deleting {len(stale)} pod(s) built from generation {built}; placing again"
+        )
+        self._event(facts, "Workload", "SpecChanged", message)
+        log.info("workload %s/%s: %s", ns, facts.name, message)
 
     def _fallback_due(
         self, spec: api.WorkloadSpec, current: Mapping[int, PodFacts], now: datetime
