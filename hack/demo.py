@@ -263,7 +263,7 @@ def runner_up(status: dict[str, Any]) -> str:
     """The best candidate other than the chosen pool: its score, or why it was not chosen."""
     others = [c for c in status.get("candidates") or [] if c.get("pool") != status.get("pool")]
     if not others:
-        return "- (no other pool considered)"
+        return "- (no other pool passes its selection)"
     c = others[0]
     if c.get("feasible"):
         text = f"{c['pool']} ({c.get('score', 0):.1f})"

@@ -834,7 +834,10 @@ class WorkloadStatus(_Model):
         "Node reserved for each replica by the placement decision.", default_factory=list
     )
     candidates: list[Candidate] = _field(
-        "Pools considered, best first, capped at 8.", default_factory=list
+        "Pools considered, best first, capped at 8: the feasible ones, then the near misses "
+        "(pools the workload's own pools, vendors and models let through; every pool when "
+        "none passes them).",
+        default_factory=list,
     )
     excluded_pools: list[ExcludedPool] = _field(
         "Pools withdrawn from after a fallback; not tried again.", default_factory=list

@@ -148,6 +148,25 @@ def test_excluded_pools_are_not_tried_again() -> None:
     assert d.pool == "a100"
 
 
+def test_pools_the_workloads_own_selection_chose_away_are_listed_only_if_none_passes() -> None:
+    snap = snapshot(pool("h100"), pool("a100"), pool("mi300x"), pool("gaudi2"))
+    [d] = plan([workload(vendors=["nvidia"], precision="fp8")], snap, NOW)
+    assert d.pool == "h100"
+    # a100 passes the selection and misses on fp8: a near miss worth reading. The AMD and
+    # Intel pools were chosen away by `vendors`: listing them says nothing the spec does not.
+    assert [(c.pool, c.feasible) for c in d.candidates] == [("h100", True), ("a100", False)]
+    assert d.candidates[1].reasons == ["A100-SXM4-80GB has no fp8"]
+    # Nothing passes the selection: every pool is listed with why, so the user sees it.
+    [none] = plan([workload(vendors=["aws"])], snap, NOW)
+    assert none.pool is None and len(none.candidates) == 4
+    assert all(any("vendor" in r for r in c.reasons) for c in none.candidates)
+    assert "4 ruled out" in (none.message or "")
+    # Some pass the selection but none is feasible: the near misses only, the count of all.
+    [near] = plan([workload(vendors=["nvidia"], minMemoryGiB=100)], snap, NOW)
+    assert [c.pool for c in near.candidates] == ["a100", "h100"]
+    assert "4 ruled out" in (near.message or "")
+
+
 def test_explanation_is_capped_best_first() -> None:
     pools = [pool(f"p{i:02d}", model="L4", costPerDeviceHour=1 + i) for i in range(12)]
     pools += [pool("fp8-less", model="A100-SXM4-80GB")]

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from tessera import api
 from tessera.placement import explain
 from tessera.placement.contention import Demand, shadow_prices
-from tessera.placement.feasibility import capacity_reason, static_reasons
+from tessera.placement.feasibility import capacity_reason, chosen_away, static_reasons
 from tessera.placement.fit import NodeFit, earliest_fit
 from tessera.placement.scoring import Scored, score, weights_for
 from tessera.placement.snapshot import PendingWorkload, PoolView, Snapshot
@@ -87,6 +87,7 @@ class _Static:
 
     scored: list[Scored]
     ruled_out: tuple[PoolView, ...]  # nearest misses first: fewest reasons, then name
+    ruled_out_count: int  # with the pools the workload's selection chose away
     best_throughput: float
     shape: tuple[int, int]  # replicas, devices per pod
     cost_only: bool = False  # the objective weighs cost alone: bounded by completion time
@@ -327,21 +328,27 @@ def _order_key(w: PendingWorkload) -> tuple[int, datetime, str, str]:
 
 
 def _static(w: PendingWorkload, pools: Sequence[_Pool], ns_labels: Mapping[str, str]) -> _Static:
+    """The near misses are the infeasible pools the workload's own selection lets through
+    (a pool short of memory or fp8 says something); pools it chose away are listed only
+    when no pool passes that selection. "vendor amd is not allowed" for every AMD pool
+    would say nothing the spec does not, and make every status write larger."""
     feasible: list[PoolView] = []
-    infeasible: list[tuple[int, str, PoolView]] = []
+    near: list[tuple[int, str, PoolView]] = []
+    away: list[tuple[int, str, PoolView]] = []
     for p in pools:
         reasons = static_reasons(w, p.view, ns_labels)
-        if reasons:
-            infeasible.append((len(reasons), p.view.name, p.view))
-        else:
+        if not reasons:
             feasible.append(p.view)
+        else:
+            (away if chosen_away(w, p.view) else near).append((len(reasons), p.view.name, p.view))
     scored = score(w.spec, feasible)
-    infeasible.sort(key=lambda t: (t[0], t[1]))
+    misses = sorted(near if feasible or near else away, key=lambda t: (t[0], t[1]))
     best = max((s.throughput for s in scored), default=0.0)
     shape = (w.spec.replicas, w.spec.accelerator.count)
     wp, wc, we = weights_for(w.spec)
     cost_only = wc > 0 and wp == 0 and we == 0
-    return _Static(scored, tuple(view for _, _, view in infeasible), best, shape, cost_only)
+    ruled_out = tuple(view for _, _, view in misses)
+    return _Static(scored, ruled_out, len(near) + len(away), best, shape, cost_only)
 
 
 def _pools(snapshot: Snapshot, now: datetime) -> list[_Pool]:
@@ -688,7 +695,7 @@ def _waiting_message(
     w: PendingWorkload, st: _Static, wait: Scored | None, notes: dict[str, str]
 ) -> str:
     if not st.scored:
-        return f"no pool can run this workload ({len(st.ruled_out)} ruled out, reasons below)"
+        return f"no pool can run this workload ({st.ruled_out_count} ruled out, reasons below)"
     if wait is not None:
         return f"waiting for {wait.pool.name}: {notes[wait.pool.name]}"
     need = w.spec.accelerator

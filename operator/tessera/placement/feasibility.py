@@ -62,6 +62,18 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
+def chosen_away(workload: PendingWorkload, pool: PoolView) -> bool:
+    """Whether the workload's own selection (pools, vendors, models, excludeModels) rules
+    the pool out: not a near miss worth listing while other pools pass that selection."""
+    need = workload.spec.accelerator
+    return bool(
+        (need.pools and pool.name not in need.pools)
+        or (need.vendors and pool.vendor not in need.vendors)
+        or (need.models and pool.model not in need.models)
+        or pool.model in need.exclude_models
+    )
+
+
 def static_reasons(
     workload: PendingWorkload, pool: PoolView, namespace_labels: Mapping[str, str]
 ) -> list[str]:
