@@ -432,16 +432,19 @@ class World:
         self.cache.placed[key] = (facts, placed)
         return placed
 
-    def _placed_by_pods(self, facts: ObjectFacts) -> Placed | None:
+    def _own_pods(self, facts: ObjectFacts) -> list[PodFacts]:
+        """The workload's pods (by owner uid) on pools it was not withdrawn from."""
+        pods = self.pods_by_workload.get(facts.key)
+        if not pods:
+            return []
         excluded = {e.get("pool") for e in facts.status.get("excludedPools") or []}
+        return [p for p in pods if p.owner_uid == facts.uid and p.pool not in excluded]
+
+    def _placed_by_pods(self, facts: ObjectFacts) -> Placed | None:
         pods = [
             p
-            for p in self.pods_by_workload.get(facts.key, ())
-            if p.owner_uid == facts.uid
-            and p.pool
-            and p.pool not in excluded
-            and not p.deleting
-            and p.generation in (None, facts.generation)
+            for p in self._own_pods(facts)
+            if p.pool and not p.deleting and p.generation in (None, facts.generation)
         ]
         if not pods:
             return None
@@ -460,14 +463,10 @@ class World:
         facts = self.workloads.get(key)
         if facts is None or facts.status.get("pool"):
             return []
-        excluded = {e.get("pool") for e in facts.status.get("excludedPools") or []}
         return [
             p
-            for p in self.pods_by_workload.get(key, ())
-            if p.owner_uid == facts.uid
-            and p.pool not in excluded  # withdrawn from: deleted already, never adopted
-            and p.generation is not None
-            and p.generation != facts.generation
+            for p in self._own_pods(facts)
+            if p.generation is not None and p.generation != facts.generation
         ]
 
     def _membership(self) -> tuple[dict[str, list[str]], dict[str, dict[str, str]]]:

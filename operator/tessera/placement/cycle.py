@@ -13,7 +13,7 @@ from types import MappingProxyType
 from tessera import api
 from tessera.placement import explain
 from tessera.placement.contention import Demand, shadow_prices
-from tessera.placement.feasibility import capacity_reason, chosen_away, static_reasons
+from tessera.placement.feasibility import capacity_reason, selection_reasons, static_reasons
 from tessera.placement.fit import NodeFit, earliest_fit
 from tessera.placement.scoring import Scored, score, weights_for
 from tessera.placement.snapshot import PendingWorkload, PoolView, Snapshot
@@ -340,7 +340,8 @@ def _static(w: PendingWorkload, pools: Sequence[_Pool], ns_labels: Mapping[str, 
         if not reasons:
             feasible.append(p.view)
         else:
-            (away if chosen_away(w, p.view) else near).append((len(reasons), p.view.name, p.view))
+            chosen_away = bool(selection_reasons(w, p.view))
+            (away if chosen_away else near).append((len(reasons), p.view.name, p.view))
     scored = score(w.spec, feasible)
     misses = sorted(near if feasible or near else away, key=lambda t: (t[0], t[1]))
     best = max((s.throughput for s in scored), default=0.0)

@@ -62,16 +62,21 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
-def chosen_away(workload: PendingWorkload, pool: PoolView) -> bool:
-    """Whether the workload's own selection (pools, vendors, models, excludeModels) rules
-    the pool out: not a near miss worth listing while other pools pass that selection."""
+def selection_reasons(workload: PendingWorkload, pool: PoolView) -> list[str]:
+    """Why the workload's own selection (pools, vendors, models, excludeModels) rules the
+    pool out: a pool so ruled out is not a near miss worth listing while others pass it."""
     need = workload.spec.accelerator
-    return bool(
-        (need.pools and pool.name not in need.pools)
-        or (need.vendors and pool.vendor not in need.vendors)
-        or (need.models and pool.model not in need.models)
-        or pool.model in need.exclude_models
-    )
+    reasons: list[str] = []
+    if need.pools and pool.name not in need.pools:
+        reasons.append(f"pool {pool.name} is not among the workload's pools")
+    if need.vendors and pool.vendor not in need.vendors:
+        allowed = ", ".join(v.value for v in need.vendors)
+        reasons.append(f"vendor {pool.vendor.value} is not allowed (allowed: {allowed})")
+    if need.models and pool.model not in need.models:
+        reasons.append(f"model {pool.model} is not among the workload's models")
+    if pool.model in need.exclude_models:
+        reasons.append(f"model {pool.model} is excluded by the workload")
+    return reasons
 
 
 def static_reasons(
@@ -82,15 +87,7 @@ def static_reasons(
     reasons: list[str] = []
     if pool.name in workload.excluded_pools:
         reasons.append("withdrawn from after the scheduler could not bind the pods here")
-    if need.pools and pool.name not in need.pools:
-        reasons.append(f"pool {pool.name} is not among the workload's pools")
-    if need.vendors and pool.vendor not in need.vendors:
-        allowed = ", ".join(v.value for v in need.vendors)
-        reasons.append(f"vendor {pool.vendor.value} is not allowed (allowed: {allowed})")
-    if need.models and pool.model not in need.models:
-        reasons.append(f"model {pool.model} is not among the workload's models")
-    if pool.model in need.exclude_models:
-        reasons.append(f"model {pool.model} is excluded by the workload")
+    reasons.extend(selection_reasons(workload, pool))
     reasons.extend(f"accelerator unusable: {p}" for p in pool.problems)
     if need.min_memory_gib is not None and pool.memory_gib < need.min_memory_gib:
         reasons.append(
