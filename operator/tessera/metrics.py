@@ -63,7 +63,8 @@ RECONCILE_ERRORS = Counter(
 )
 EVENTS_SKIPPED = Counter(
     "tessera_events_skipped_total",
-    "Normal Events not posted because a burst used up the Event budget (status says the same).",
+    "Normal Events not posted: a placement in a burst, or beyond the Event budget "
+    "(the status says the same).",
     ["reason"],
     registry=REGISTRY,
 )

@@ -176,7 +176,8 @@ def test_a_burst_is_placed_pods_first_and_each_status_written_at_most_twice(
 ) -> None:
     """80 placements in one cycle (a burst: over 64): the pods go out first and the decision
     with the first lifecycle status; every Workload ends Running with its pool, at no more
-    than two status writes each (pods + 2 in all)."""
+    than two status writes each (pods + 2 in all), and no `Placed` Event (its condition
+    says the same)."""
     with namespace(installed, "wave") as k:
         make_pool(k, "wave", nodes=10, devices=8, draining=True)
         try:
@@ -193,6 +194,12 @@ def test_a_burst_is_placed_pods_first_and_each_status_written_at_most_twice(
             assert all(v["summary"]["ready"] == "1/1" for v in final.values())
             assert 80 <= writes <= 160, f"{writes} status writes for 80 placements"
             assert len(k.pods()) == 80
+            conds = [{c["type"]: c for c in v["conditions"]} for v in final.values()]
+            assert all(c["Placed"]["status"] == "True" for c in conds)
+            placed = k(
+                "get", "events", "-n", k.ns, "--field-selector", "reason=Placed", "-o", "name"
+            )
+            assert placed.stdout.split() == [], "a burst's placements posted Placed Events"
         finally:
             drop_pool(k, "wave", 10)
 

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from tessera import api
 from tessera.world import (
+    BURST_WRITE_AFTER,
+    FIRST_WRITE_AFTER,
     HOSTNAME_LABEL,
     PROGRESS_EVERY,
     SLOW_START,
@@ -22,6 +24,7 @@ from tessera.world import (
     bursting,
     counts_write,
     fingerprint,
+    first_write_due,
     lifecycle_status,
     node_facts,
     object_facts,
@@ -328,6 +331,21 @@ def test_a_burst_starts_over_64_placements_and_lasts_while_8_or_more_follow() ->
     assert not bursting(True, 7)
     assert not bursting(True, 0)
     assert not bursting(False, 8)  # a trickle never starts one
+
+
+def test_a_decision_waits_10_s_for_its_pods_to_run_and_up_to_60_s_while_the_burst_lasts() -> None:
+    assert not first_write_due(9.9, burst=False)
+    assert first_write_due(FIRST_WRITE_AFTER, burst=False)
+    assert not first_write_due(30.0, burst=True)  # its write would slow the burst's placements
+    assert first_write_due(BURST_WRITE_AFTER, burst=True)  # a flood never hides the pool for long
+    assert first_write_due(30.0, burst=False)  # the burst is over: due at once
+
+
+@given(st.floats(min_value=0, max_value=1e6), st.booleans())
+def test_a_decision_due_outside_a_burst_is_due_in_one(age: float, burst: bool) -> None:
+    """A burst only ever delays a decision's write, never brings it forward."""
+    if first_write_due(age, burst):
+        assert first_write_due(age, False)
 
 
 @given(st.booleans(), st.integers(min_value=0, max_value=10_000))

@@ -19,6 +19,7 @@ from tessera import api, metrics, placement, runtime
 from tessera.errors import ApiError, Conflict, NotFound, TesseraError
 from tessera.k8s import Kube
 from tessera.world import (
+    BURST_WRITE_AFTER,
     PROGRESS_EVERY,
     TERMINAL,
     CountsWrite,
@@ -31,6 +32,7 @@ from tessera.world import (
     condition,
     counts_write,
     fingerprint,
+    first_write_due,
     lifecycle_status,
     pool_status,
     validation_message,
@@ -50,13 +52,10 @@ VISIT_BUDGET = 1.0
 POOL_DEVICES_EVERY = 5.0  # a pool's device counts are rewritten at most this often
 DEVICE_KEYS = frozenset({"devices", "summary"})  # the pool status fields that hold them
 CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist before it is seen
-# A decision is written with the first lifecycle status: once its pods run, or this many
-# seconds after they were created (so a slow start still shows where the workload went).
-# One write, not two.
-FIRST_WRITE_AFTER = 10.0
 # Normal Events are best effort (as in client-go's recorder): beyond a burst of EVENT_BURST
 # they are posted at EVENTS_PER_SECOND, so a burst of placements is not also a burst of
-# Events. The status says the same, always. Warnings are never held back.
+# Events; a placement made in a burst posts none. The status says the same, always.
+# Warnings are never held back.
 EVENT_BURST = 50
 EVENTS_PER_SECOND = 2.0
 
@@ -256,9 +255,13 @@ class Reconciler:
         inflight = key in self.inflight
         if inflight and unwritten is None:
             return None  # our own pods, not yet in the cache
-        due = unwritten is not None and time.monotonic() - unwritten[1] >= FIRST_WRITE_AFTER
+        due = unwritten is not None and self._first_write_due(unwritten[1])
         rv = pool.resource_version if pool else None
         return (facts.resource_version, rv, pods, inflight, due)
+
+    def _first_write_due(self, sent: float) -> bool:
+        """Whether an unwritten decision whose pods were sent at monotonic `sent` is due."""
+        return first_write_due(time.monotonic() - sent, self.bursting)
 
     def _guard(self, kind: str, fn: Any, *args: Any) -> bool:
         """One object's failure is logged and counted, never stops the loop; False on failure."""
@@ -453,7 +456,7 @@ class Reconciler:
         """Creates the pods and keeps the decision's status as not yet written. Outside a
         burst it is due at once: written once every placement's pods are sent. In a burst the
         write waits: the decision goes out with the workload's first lifecycle status, when
-        the pods run (or FIRST_WRITE_AFTER after they were created), one write per placement.
+        the pods run (or later: tessera.world.first_write_due), one write per placement.
         The pods are the record meanwhile: their names and labels say the pool, so a
         restarted operator reads the placement from them (World.placement_of)."""
         message = decision.message or f"placed on {decision.pool}"
@@ -471,7 +474,10 @@ class Reconciler:
             "custom" if facts.spec.get("weights") else str(facts.spec.get("objective", "balanced"))
         )
         metrics.PLACEMENTS.labels(decision.pool, objective).inc()
-        self._event(facts, "Workload", "Placed", message)
+        if burst:  # thousands of routine Events would be a write each, read by no one
+            metrics.EVENTS_SKIPPED.labels("Placed").inc()
+        else:
+            self._event(facts, "Workload", "Placed", message)
         level = logging.DEBUG if burst else logging.INFO  # a burst is summed up in one line
         log.log(level, "placed %s/%s on %s (score %.1f)", ns, facts.name, pool, decision.score or 0)
         claim = self._creator(world, facts, spec, placed)
@@ -485,7 +491,7 @@ class Reconciler:
             # thousands they wait their turn at the API server first. Outside a burst the
             # clock is set back so the write is due at once (tessera.world.bursting decides).
             sent = time.monotonic()
-            self.unwritten[facts.key] = (status, sent if burst else sent - FIRST_WRITE_AFTER)
+            self.unwritten[facts.key] = (status, sent if burst else sent - BURST_WRITE_AFTER)
 
     def _write_decision(self, world: World, key: str) -> None:
         """Writes a decision made outside a burst (guarded by resourceVersion). If it cannot
@@ -831,7 +837,7 @@ class Reconciler:
             quiet = status["phase"] == api.Phase.PLACED.value and not any(
                 p.unschedulable_since for p in current.values()
             )
-            if quiet and time.monotonic() - unwritten[1] < FIRST_WRITE_AFTER:
+            if quiet and not self._first_write_due(unwritten[1]):
                 return
             status = {**unwritten[0], **status}
         elif facts.status.get("pool") != placed.pool:
