@@ -336,13 +336,13 @@ def test_a_burst_starts_over_64_placements_and_lasts_while_8_or_more_follow() ->
 def test_a_decision_waits_10_s_for_its_pods_to_run_and_up_to_60_s_while_the_burst_lasts() -> None:
     assert not first_write_due(9.9, burst=False)
     assert first_write_due(FIRST_WRITE_AFTER, burst=False)
-    assert not first_write_due(30.0, burst=True)  # its write would slow the burst's placements
+    assert not first_write_due(30.0, burst=True)  # more decisions go out with Running
     assert first_write_due(BURST_WRITE_AFTER, burst=True)  # a flood never hides the pool for long
     assert first_write_due(30.0, burst=False)  # the burst is over: due at once
 
 
 @given(st.floats(min_value=0, max_value=1e6), st.booleans())
-def test_a_decision_due_outside_a_burst_is_due_in_one(age: float, burst: bool) -> None:
+def test_a_decision_due_in_a_burst_is_due_outside_one(age: float, burst: bool) -> None:
     """A burst only ever delays a decision's write, never brings it forward."""
     if first_write_due(age, burst):
         assert first_write_due(age, False)

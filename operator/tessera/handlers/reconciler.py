@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import threading
 import time
 from collections import Counter
@@ -19,7 +20,6 @@ from tessera import api, metrics, placement, runtime
 from tessera.errors import ApiError, Conflict, NotFound, TesseraError
 from tessera.k8s import Kube
 from tessera.world import (
-    BURST_WRITE_AFTER,
     PROGRESS_EVERY,
     TERMINAL,
     CountsWrite,
@@ -97,8 +97,8 @@ class Reconciler:
         self.kube = kube
         self.recent: dict[str, tuple[str, Placed]] = {}  # key -> (workload uid, placement)
         # Decisions whose pods exist but whose status is not written yet: key -> (the
-        # decision's status, monotonic time its pods were created). Written with the first
-        # lifecycle status.
+        # decision's status, monotonic time its pods were created, or minus infinity when it
+        # is due at once). Written with the first lifecycle status.
         self.unwritten: dict[str, tuple[dict[str, Any], float]] = {}
         self.said: dict[str, str] = {}  # last event message per object, to avoid repeating
         self.heartbeat: float | None = None  # monotonic time the loop last went round
@@ -489,9 +489,10 @@ class Reconciler:
             # Kept even when a send failed (the visit retries it). In a burst the first
             # write's clock starts once the pods were sent, not at the decision: in a burst of
             # thousands they wait their turn at the API server first. Outside a burst the
-            # clock is set back so the write is due at once (tessera.world.bursting decides).
-            sent = time.monotonic()
-            self.unwritten[facts.key] = (status, sent if burst else sent - BURST_WRITE_AFTER)
+            # clock is set to minus infinity: due at once, whatever the next cycles are
+            # (tessera.world.bursting decides).
+            sent = time.monotonic() if burst else -math.inf
+            self.unwritten[facts.key] = (status, sent)
 
     def _write_decision(self, world: World, key: str) -> None:
         """Writes a decision made outside a burst (guarded by resourceVersion). If it cannot
