@@ -67,6 +67,7 @@ class Sample:
     server: Counter[m.Request]
     own: Counter[m.Request]
     audit: int
+    refused: Counter[m.Refused]
 
 
 @dataclass
@@ -237,7 +238,8 @@ class Bench:
     def scrape(self) -> Sample:
         audit = self.cluster.audit_log
         size = audit.stat().st_size if audit.exists() else 0
-        return Sample(m.parse_requests(self.api.text("/metrics")), self.api.own(), size)
+        text = self.api.text("/metrics")
+        return Sample(m.parse_requests(text), self.api.own(), size, m.parse_refused(text))
 
     def audited(self, before: Sample, after: Sample) -> list[str]:
         """The audit log's lines written between two samples (from the start of the file
@@ -253,6 +255,9 @@ class Bench:
         cost: dict[str, Any] = dict(m.attribute(server, own))
         by_resource = m.lists(server, own)
         cost["operator"]["perWorkload"] = round(cost["operator"]["total"] / max(workloads, 1), 2)
+        cost["operator"]["refused"] = m.operator_refused(
+            m.delta(after.refused, before.refused), own
+        )
         cost["lists"] = by_resource
         cost["watchedLists"] = m.watched_lists(by_resource)
         by_client = m.audited_lists(self.audited(before, after))
@@ -398,6 +403,7 @@ class Bench:
                 f"  operator: {r['operatorPodsCreatedPerSecond']} pods created/s, "
                 f"{w['total']} writes ({w['perWorkload']} per Workload: {w['byCategory']}), "
                 f"{r['operatorCpuSeconds']} CPU s"
+                + (f"; refused: {w['refused']}" if w.get("refused") else "")
             )
             self.say(
                 f"  creation to Running p50: pods (kwok) {r['createdToPodsRunning']['p50']} s, "

@@ -10,7 +10,7 @@ import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 WORKLOAD_LABEL = "tessera.dev/workload"
 POOL_LABEL = "tessera.dev/pool"
@@ -33,6 +33,9 @@ OPERATOR_CLIENT = "tessera"
 
 # (verb, group, resource, subresource): the key of the API server's request counters.
 Request = tuple[str, str, str, str]
+# A request the API server refused: the key and the response code (409, 422, 429, 5xx...).
+Refused = tuple[Request, str]
+K = TypeVar("K")
 
 
 # --- percentiles ------------------------------------------------------------------------------
@@ -78,9 +81,8 @@ _SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\}\s+(?P<value
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
-def parse_requests(text: str) -> Counter[Request]:
-    """apiserver_request_total from a /metrics scrape, summed over codes and the rest."""
-    out: Counter[Request] = Counter()
+def _samples(text: str) -> Iterator[tuple[Request, str, int]]:
+    """Each apiserver_request_total sample of a /metrics scrape: its request, code, count."""
     for line in text.splitlines():
         match = _SAMPLE.match(line)
         if not match:
@@ -92,13 +94,29 @@ def parse_requests(text: str) -> Counter[Request]:
             labels.get("resource", ""),
             labels.get("subresource", ""),
         )
-        out[key] += int(float(match["value"]))
+        yield key, labels.get("code", ""), int(float(match["value"]))
+
+
+def parse_requests(text: str) -> Counter[Request]:
+    """apiserver_request_total from a /metrics scrape, summed over codes and the rest."""
+    out: Counter[Request] = Counter()
+    for key, _, n in _samples(text):
+        out[key] += n
     return out
 
 
-def delta(after: Mapping[Request, int], before: Mapping[Request, int]) -> Counter[Request]:
+def parse_refused(text: str) -> Counter[Refused]:
+    """The requests of apiserver_request_total answered with a code of 400 or more."""
+    out: Counter[Refused] = Counter()
+    for key, code, n in _samples(text):
+        if code.isdigit() and int(code) >= 400:
+            out[(key, code)] += n
+    return out
+
+
+def delta(after: Mapping[K, int], before: Mapping[K, int]) -> Counter[K]:
     """Requests between two scrapes (or two snapshots of the bench's own counter)."""
-    out: Counter[Request] = Counter()
+    out: Counter[K] = Counter()
     for key, value in after.items():
         if value - before.get(key, 0):
             out[key] = value - before.get(key, 0)
@@ -128,6 +146,18 @@ def operator_category(verb: str, group: str, resource: str, subresource: str) ->
     if (group, resource) == ("", "events") and verb in ("POST", "PATCH", "PUT"):
         return "event"
     return None
+
+
+def operator_refused(refused: Mapping[Refused, int], own: Mapping[Request, int]) -> dict[str, int]:
+    """The operator's writes the API server refused, by category and code (`pod create 409`:
+    a create sent again for a pod that exists, e.g. after a timed-out first send). Kinds of
+    request the bench also made in the window are left out: a refusal could be either's."""
+    out: Counter[str] = Counter()
+    for (key, code), n in refused.items():
+        category = operator_category(*key)
+        if category and not own.get(key):
+            out[f"{category} {code}"] += n
+    return dict(sorted(out.items()))
 
 
 def request_name(key: Request) -> str:

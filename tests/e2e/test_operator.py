@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -209,6 +209,120 @@ def test_unschedulable_gang_falls_back_to_the_next_pool(ns: Kubectl, operator: O
     assert after["pool"] in ("a100", "l4")
     assert "FallbackTriggered" in {e["reason"] for e in ns.events("stuck")}
     assert (metric_value(operator.metrics(), "tessera_fallbacks_total", pool="h100") or 0) >= 1
+
+
+REFUSE = "e2e.tessera.dev/refuse-replica"  # a namespace label: its pods of that replica are refused
+
+
+@pytest.fixture
+def refusing(ns: Kubectl) -> Iterator[Callable[[str | None], None]]:
+    """An admission policy that refuses ns's pods of one replica index while the namespace's
+    REFUSE label names it; the returned call sets it (None lifts it) and waits until the API
+    server answers accordingly."""
+    name = f"refuse-replica-{ns.ns}"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],
+                    }
+                ]
+            },
+            "validations": [
+                {
+                    "expression": (
+                        f"!has(namespaceObject.metadata.labels) || !('{REFUSE}' in "
+                        "namespaceObject.metadata.labels) || !has(object.metadata.labels) || "
+                        "!('tessera.dev/replica' in object.metadata.labels) || "
+                        "object.metadata.labels['tessera.dev/replica'] != "
+                        f"namespaceObject.metadata.labels['{REFUSE}']"
+                    ),
+                    "message": "refused by the test's admission policy",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {
+            "policyName": name,
+            "validationActions": ["Deny"],
+            "matchResources": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns.ns}}
+            },
+        },
+    }
+    ns(
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [policy, binding]}),
+    )
+
+    def refused(replica: str) -> bool:
+        probe = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "probe", "labels": {"tessera.dev/replica": replica}},
+            "spec": {"containers": [{"name": "main", "image": "registry.example/app:1"}]},
+        }
+        out = ns(
+            "create",
+            "--dry-run=server",
+            "-n",
+            ns.ns,
+            "-f",
+            "-",
+            input=json.dumps(probe),
+            check=False,
+        )
+        return out.returncode != 0 and "refused by the test" in out.stderr
+
+    def refuse(replica: str | None) -> None:
+        label = f"{REFUSE}={replica}" if replica else f"{REFUSE}-"
+        ns("label", "namespace", ns.ns, "--overwrite", label)
+        probe = replica or "0"
+        wait_for(f"admission refusing {replica}", lambda: refused(probe) == bool(replica))
+
+    try:
+        yield refuse
+    finally:
+        ns(
+            "delete",
+            "validatingadmissionpolicybinding,validatingadmissionpolicy",
+            name,
+            check=False,
+        )
+
+
+def test_a_gang_refused_part_way_is_completed_once_the_refusal_lifts(
+    ns: Kubectl, refusing: Callable[[str | None], None]
+) -> None:
+    # The third pod of a gang of 4 is refused, so the fourth is never sent. Once the refusal
+    # lifts, both follow within a cycle or two: no replica is left claimed as if in flight
+    # (it would wait CREATED_GRACE, 30 s, before anyone sent it).
+    refusing("2")
+    ns.apply(workload("gang", replicas=4, vendors=["amd"]))
+    wait_for("a refused create", lambda: "FailedCreate" in {e["reason"] for e in ns.events("gang")})
+    assert len(ns.pods(**{"tessera.dev/workload": "gang"})) == 2
+    refusing(None)
+    pods = wait_for(
+        "every replica created",
+        lambda: len(p := ns.pods(**{"tessera.dev/workload": "gang"})) == 4 and p,
+        timeout=15,
+    )
+    replicas = sorted(p["metadata"]["labels"]["tessera.dev/replica"] for p in pods)
+    assert replicas == ["0", "1", "2", "3"]
 
 
 def test_deleting_a_workload_frees_its_devices_for_the_next(ns: Kubectl) -> None:

@@ -105,6 +105,24 @@ def test_attribution_gives_the_operator_only_what_only_it_writes() -> None:
     }
 
 
+def test_refused_requests_are_kept_by_code_and_the_operators_named() -> None:
+    text = "\n".join([METRICS, sample("POST", "pods", 3, sub="binding", code="409")])
+    refused = m.parse_refused(text)
+    assert refused == {
+        (("POST", "", "pods", ""), "409"): 2,
+        (("POST", "", "pods", "binding"), "409"): 3,
+    }
+    assert m.operator_refused(refused, {}) == {
+        "pod create 409": 2
+    }  # the binding is the scheduler's
+    # A kind of request the bench made in the same window could be either's refusal.
+    assert m.operator_refused(refused, {("POST", "", "pods", ""): 5}) == {}
+    later = m.parse_refused(
+        text.replace('verb="POST",version="v1"} 2', 'verb="POST",version="v1"} 7')
+    )
+    assert m.delta(later, refused) == {(("POST", "", "pods", ""), "409"): 5}
+
+
 @pytest.mark.parametrize(
     ("key", "category"),
     [
