@@ -147,6 +147,14 @@ class Reconciler:
         live |= {f"AcceleratorPool/None/{p}" for p in world.pools}
         self.said = {k: v for k, v in self.said.items() if k.rpartition("/")[0] in live}
         self.unwritten = {k: v for k, v in self.unwritten.items() if k in self.recent}
+        # Status writes the cache now shows are no longer in flight: before placement, so a
+        # workload whose waiting status was written in the last cycle is placed in this one
+        # (left in flight, it was decided a cycle later, outside its burst).
+        self.writing = {
+            k: rv
+            for k, rv in self.writing.items()
+            if k in world.workloads and world.workloads[k].resource_version == rv
+        }
         # Placement first: pending workloads wait for no other write. Then the pools' status
         # (a round trip each, POOL_WRITERS at a time: each request in flight opens a
         # connection that stays open, and 20 at once cost an idle operator over 5,000 nodes
@@ -168,11 +176,6 @@ class Reconciler:
             if name in visible or clock - at >= CREATED_GRACE:
                 self.created.pop(name, None)
         self.inflight = {w for _, w in self.created.values()}
-        self.writing = {
-            k: rv
-            for k, rv in self.writing.items()
-            if k in world.workloads and world.workloads[k].resource_version == rv
-        }
         full = clock - self.full_pass_at >= FULL_PASS
         if full:
             self.full_pass_at = clock
