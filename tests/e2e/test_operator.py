@@ -288,10 +288,13 @@ def refusing(ns: Kubectl) -> Iterator[Callable[[str | None], None]]:
         )
         return out.returncode != 0 and "refused by the test" in out.stderr
 
+    last = "0"  # the replica refused last: lifting waits until that one is let through
+
     def refuse(replica: str | None) -> None:
+        nonlocal last
         label = f"{REFUSE}={replica}" if replica else f"{REFUSE}-"
         ns("label", "namespace", ns.ns, "--overwrite", label)
-        probe = replica or "0"
+        probe, last = replica or last, replica or last
         wait_for(f"admission refusing {replica}", lambda: refused(probe) == bool(replica))
 
     try:

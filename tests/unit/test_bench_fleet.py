@@ -112,9 +112,8 @@ def test_refused_requests_are_kept_by_code_and_the_operators_named() -> None:
         (("POST", "", "pods", ""), "409"): 2,
         (("POST", "", "pods", "binding"), "409"): 3,
     }
-    assert m.operator_refused(refused, {}) == {
-        "pod create 409": 2
-    }  # the binding is the scheduler's
+    # The refused binding is the scheduler's, not the operator's.
+    assert m.operator_refused(refused, {}) == {"pod create 409": 2}
     # A kind of request the bench made in the same window could be either's refusal.
     assert m.operator_refused(refused, {("POST", "", "pods", ""): 5}) == {}
     later = m.parse_refused(
