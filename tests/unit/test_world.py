@@ -323,14 +323,24 @@ def test_reserved_devices_follow_pods_and_status_across_cycles() -> None:
     assert not cache.placed and not cache.promised  # nothing kept for a deleted workload
 
 
-def test_a_burst_starts_over_64_placements_and_lasts_while_8_or_more_follow() -> None:
-    assert not bursting(False, 64)
-    assert bursting(False, 65)
-    assert bursting(True, 64)  # a steady stream near the threshold stays one burst
-    assert bursting(True, 8)
-    assert not bursting(True, 7)
-    assert not bursting(True, 0)
-    assert not bursting(False, 8)  # a trickle never starts one
+def test_a_burst_starts_over_64_pods_and_lasts_while_8_or_more_follow() -> None:
+    assert not bursting(False, 64, 0)
+    assert bursting(False, 65, 0)
+    assert bursting(True, 64, 0)  # a steady stream near the threshold stays one burst
+    assert bursting(True, 8, 0)
+    assert not bursting(True, 7, 0)
+    assert not bursting(True, 0, 0)
+    assert not bursting(False, 8, 0)  # a trickle never starts one
+
+
+def test_a_burst_counts_the_pods_of_the_last_second_however_cycles_split_them() -> None:
+    """80 pods a second decided every half second (ten gangs of 4 a cycle) is a burst by
+    its second cycle; it ends once the window and the cycle both fall short."""
+    assert not bursting(False, 40, 0)
+    assert bursting(False, 40, 40)
+    assert not bursting(False, 30, 34)  # 64 within the window: not over it
+    assert bursting(True, 7, 100)  # within a second of the stream
+    assert not bursting(True, 7, 57)
 
 
 def test_a_decision_waits_10_s_for_its_pods_to_run_and_up_to_60_s_while_the_burst_lasts() -> None:
@@ -348,9 +358,11 @@ def test_a_decision_due_in_a_burst_is_due_outside_one(age: float, burst: bool) -
         assert first_write_due(age, False)
 
 
-@given(st.booleans(), st.integers(min_value=0, max_value=10_000))
-def test_a_burst_is_monotonic_in_the_placements(was: bool, placed: int) -> None:
-    """Placing more never ends a burst that placing fewer would have kept; over 64 always is one."""
-    if bursting(was, placed):
-        assert bursting(was, placed + 1)
-    assert bursting(was, placed) or placed <= 64
+@given(st.booleans(), st.integers(min_value=0, max_value=10_000), st.integers(0, 10_000))
+def test_a_burst_is_monotonic_in_the_placements(was: bool, placed: int, before: int) -> None:
+    """Placing more, now or within the window, never ends a burst that placing fewer would
+    have kept; over 64 pods within the window always is one."""
+    if bursting(was, placed, before):
+        assert bursting(was, placed + 1, before)
+        assert bursting(was, placed, before + 1)
+    assert bursting(was, placed, before) or placed + before <= 64
