@@ -171,28 +171,34 @@ def status_patches(cluster: Any) -> int:
     return served[("PATCH", "tessera.dev", "workloads", "status")]
 
 
+@pytest.mark.parametrize(("workloads", "replicas"), [(80, 1), (20, 4)], ids=["singles", "gangs"])
 def test_a_burst_is_placed_pods_first_and_each_status_written_at_most_twice(
-    operator: Operator, installed: Any
+    operator: Operator, installed: Any, workloads: int, replicas: int
 ) -> None:
-    """80 placements in one cycle (a burst: over 64): the pods go out first and the decision
-    with the first lifecycle status; every Workload ends Running with its pool, at no more
-    than two status writes each (pods + 2 in all), and no `Placed` Event (its condition
-    says the same)."""
+    """80 pods placed in one cycle (a burst: over 64 pods, whether 80 Workloads or 20 gangs
+    of 4): the pods go out first and the decision with the first lifecycle status; every
+    Workload ends Running with its pool, at no more than two status writes each (pods + 2
+    in all), and no `Placed` Event (its condition says the same)."""
     with namespace(installed, "wave") as k:
         make_pool(k, "wave", nodes=10, devices=8, draining=True)
         try:
-            k.apply(*[workload(f"w-{i:02d}", count=1, pools=["wave"]) for i in range(80)])
+            k.apply(
+                *[
+                    workload(f"w-{i:02d}", replicas=replicas, count=1, pools=["wave"])
+                    for i in range(workloads)
+                ]
+            )
             wait_for(
                 "all waiting",
-                lambda: sum(bool(s.get("candidates")) for s in statuses(k).values()) == 80,
+                lambda: sum(bool(s.get("candidates")) for s in statuses(k).values()) == workloads,
             )
             before = status_patches(installed)
             set_draining(k, "wave", False)
             final = all_running(k, 120)
             writes = status_patches(installed) - before
             assert all(v["pool"] == "wave" and v["placedAt"] for v in final.values())
-            assert all(v["summary"]["ready"] == "1/1" for v in final.values())
-            assert 80 <= writes <= 160, f"{writes} status writes for 80 placements"
+            assert all(v["summary"]["ready"] == f"{replicas}/{replicas}" for v in final.values())
+            assert workloads <= writes <= 2 * workloads, f"{writes} status writes for {workloads}"
             assert len(k.pods()) == 80
             conds = [{c["type"]: c for c in v["conditions"]} for v in final.values()]
             assert all(c["Placed"]["status"] == "True" for c in conds)
