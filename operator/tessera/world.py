@@ -7,7 +7,7 @@ from __future__ import annotations
 import enum
 import functools
 import weakref
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -802,6 +802,22 @@ def bursting(was: bool, placed: int, before: int) -> bool:
     placing cycle was; `before`: the pods the cycles of the BURST_WINDOW seconds before it
     placed. In a burst each decision is written with its first lifecycle status."""
     return placed + before > BURST or (was and placed >= BURST_ENDS)
+
+
+class RecentPlacements:
+    """The pods each placing cycle of the last BURST_WINDOW seconds placed (`bursting`'s
+    `before`), by the monotonic time the cycle decided."""
+
+    def __init__(self) -> None:
+        self._cycles: deque[tuple[float, int]] = deque()
+
+    def place(self, now: float, pods: int) -> int:
+        """Records a cycle that placed `pods` at `now`; returns what the window held before."""
+        while self._cycles and now - self._cycles[0][0] > BURST_WINDOW:
+            self._cycles.popleft()
+        before = sum(n for _, n in self._cycles)
+        self._cycles.append((now, pods))
+        return before
 
 
 # A decision made outside a burst is written at once. One made in a burst goes out with the

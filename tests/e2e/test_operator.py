@@ -294,8 +294,9 @@ def refusing(ns: Kubectl) -> Iterator[Callable[[str | None], None]]:
         nonlocal last
         label = f"{REFUSE}={replica}" if replica else f"{REFUSE}-"
         ns("label", "namespace", ns.ns, "--overwrite", label)
-        probe, last = replica or last, replica or last
-        wait_for(f"admission refusing {replica}", lambda: refused(probe) == bool(replica))
+        if replica:
+            last = replica
+        wait_for(f"admission refusing {replica}", lambda: refused(last) == bool(replica))
 
     try:
         yield refuse

@@ -19,6 +19,7 @@ from tessera.world import (
     CountsWrite,
     NodeLabels,
     PodFacts,
+    RecentPlacements,
     World,
     WorldCache,
     bursting,
@@ -341,6 +342,15 @@ def test_a_burst_counts_the_pods_of_the_last_second_however_cycles_split_them() 
     assert not bursting(False, 30, 34)  # 64 within the window: not over it
     assert bursting(True, 7, 100)  # within a second of the stream
     assert not bursting(True, 7, 57)
+
+
+def test_the_window_holds_the_pods_of_the_cycles_of_the_last_second() -> None:
+    recent = RecentPlacements()
+    assert recent.place(100.0, 40) == 0
+    assert recent.place(100.5, 30) == 40
+    assert recent.place(101.0, 10) == 70  # a cycle exactly a second before still counts
+    assert recent.place(101.6, 5) == 10  # 100.0 and 100.5 have left the window
+    assert recent.place(105.0, 0) == 0
 
 
 def test_a_decision_waits_10_s_for_its_pods_to_run_and_up_to_60_s_while_the_burst_lasts() -> None:

@@ -8,7 +8,7 @@ import logging
 import math
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -20,13 +20,13 @@ from tessera import api, metrics, placement, runtime
 from tessera.errors import ApiError, Conflict, NotFound, TesseraError
 from tessera.k8s import Kube
 from tessera.world import (
-    BURST_WINDOW,
     PROGRESS_EVERY,
     TERMINAL,
     CountsWrite,
     ObjectFacts,
     Placed,
     PodFacts,
+    RecentPlacements,
     World,
     WorldCache,
     bursting,
@@ -105,8 +105,7 @@ class Reconciler:
         self.heartbeat: float | None = None  # monotonic time the loop last went round
         self.behind = False  # the last cycle left workloads unvisited: run the next at once
         self.bursting = False  # the last cycle that placed was in a burst
-        # (monotonic time, pods placed) of the cycles of the last BURST_WINDOW seconds
-        self.placements: deque[tuple[float, int]] = deque()
+        self.placements = RecentPlacements()  # the pods placed within the burst window
         self.skipped: set[str] = set()  # those workloads, first in line next cycle
         self._known_pools: set[str] = set()  # pools with metric series, to drop deleted ones
         # Pods created but not yet in the cache (namespace/name -> monotonic time, workload
@@ -398,12 +397,9 @@ class Reconciler:
         with metrics.CYCLE_SECONDS.time():
             decisions = placement.plan(pending, world.snapshot(), now)
         specs = {(p.namespace, p.name): p.spec for p in pending}
-        pods, clock = sum(len(d.nodes) for d in decisions if d.placed), time.monotonic()
-        while self.placements and clock - self.placements[0][0] > BURST_WINDOW:
-            self.placements.popleft()
-        before = sum(n for _, n in self.placements)
+        pods = sum(len(d.nodes) for d in decisions if d.placed)
+        before = self.placements.place(time.monotonic(), pods)
         burst = self.bursting = bursting(self.bursting, pods, before)
-        self.placements.append((clock, pods))
         recorded: list[tuple[str, str]] = []  # (workload, pool) placed (from the writers)
 
         def record(decision: placement.Decision) -> None:
