@@ -244,6 +244,47 @@ def wait_for_workloads(
         time.sleep(1)
 
 
+def devices_held(items: list[dict[str, Any]]) -> dict[str, int]:
+    """Devices each pool should count as allocated: a Running workload's replicas times its
+    devices per pod, on the pool it was placed on (the demo fleet runs no other pods)."""
+    held: dict[str, int] = {}
+    for w in items:
+        status = w.get("status") or {}
+        if status.get("phase") == "Running" and status.get("pool"):
+            spec = w.get("spec") or {}
+            count = spec.get("replicas", 1) * (spec.get("accelerator") or {}).get("count", 1)
+            held[status["pool"]] = held.get(status["pool"], 0) + count
+    return held
+
+
+def wait_for_pool_counts(local: Cluster, expected: list[str], timeout: float) -> float:
+    """Polls until every pool's allocated devices match the workloads on it, so the fleet
+    table agrees with the placements above it: the operator writes a pool's device counts
+    at most every 5 s (docs/operations.md), and the pools' first status was just written.
+    Returns the seconds it waited."""
+    started = time.monotonic()
+    while True:
+        held = devices_held([w for w in workloads(local) if w["metadata"]["name"] in expected])
+        pools = json.loads(local.kubectl("get", "acp", "-o", "json").stdout)["items"]
+        shown = {
+            p["metadata"]["name"]: ((p.get("status") or {}).get("devices") or {}).get("allocated")
+            for p in pools
+        }
+        behind = {name: n for name, n in shown.items() if n != held.get(name, 0)}
+        waited = time.monotonic() - started
+        if not behind:
+            return waited
+        if waited >= timeout:
+            raise DemoError(
+                f"the pools' device counts did not match their workloads after {timeout:g}s: "
+                + ", ".join(
+                    f"{name} shows {n} allocated, its workloads hold {held.get(name, 0)}"
+                    for name, n in sorted(behind.items())
+                )
+            )
+        time.sleep(0.5)
+
+
 # --- the result table -------------------------------------------------------------------------
 
 
@@ -355,6 +396,8 @@ def run(local: Cluster, timeout: float, keep: bool = True) -> int:
         say(f"      {', '.join(expected)}")
     with step(5, f"Waiting until every workload is placed and running (up to {timeout:g}s)"):
         items = wait_for_workloads(local, expected, pid, timeout)
+        waited = wait_for_pool_counts(local, expected, timeout=15)
+        say(f"      pools' device counts caught up {waited:.1f}s later (written every 5 s)")
     with step(6, "Where each workload landed and why", timed=False):
         say()
         say(placement_table(items))

@@ -329,9 +329,9 @@ class Reconciler:
         facts = world.pools[name]
         current = {k: facts.status.get(k) for k in status}
         if current != status:
-            # Device counts (and the summary column that shows them) move with every pod;
-            # during a burst they are written at most every POOL_DEVICES_EVERY seconds.
-            # Anything else (nodes, conditions) at once.
+            # Device counts (and the summary column that shows them) move with every pod, so
+            # they are written at most every POOL_DEVICES_EVERY seconds (else a burst would
+            # patch every pool each cycle). Anything else (nodes, conditions) at once.
             only_devices = all(current[k] == status[k] for k in status if k not in DEVICE_KEYS)
             clock = time.monotonic()
             if not only_devices or clock - self.pool_written.get(name, 0) >= POOL_DEVICES_EVERY:
