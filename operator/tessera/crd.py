@@ -357,6 +357,13 @@ WORKLOAD_COLUMNS = (
     _AGE,
     Column("Score", "number", ".status.score", "Score of the chosen pool.", priority=1),
     Column("Objective", "string", ".spec.objective", "What placement optimises.", priority=1),
+    Column(
+        "Message",
+        "string",
+        ".status.message",
+        "Where it runs, or why it waits (the nearest pool and what rules it out).",
+        priority=1,
+    ),
 )
 
 

@@ -313,6 +313,7 @@ def test_printer_columns_answer_the_first_question(cluster: Any, namespace: str)
         "phase": "Running",
         "score": 87.5,
         "summary": {"ready": "2/2"},
+        "message": "placed on h100 (H100-SXM5-80GB), score 87.5, 2 x 8 nvidia.com/gpu",
     }
     assert _patch_status(cluster, "columns", namespace, status).returncode == 0
     plain = cluster.kubectl("get", "awl", "columns", "-n", namespace).stdout
@@ -321,8 +322,10 @@ def test_printer_columns_answer_the_first_question(cluster: Any, namespace: str)
         "columns", "h100", "H100-SXM5-80GB", "2/2", "Running",
     ]  # fmt: skip
     wide = cluster.kubectl("get", "awl", "columns", "-n", namespace, "-o", "wide").stdout
-    assert _columns(wide)[-2:] == ["SCORE", "OBJECTIVE"]
-    assert re.split(r"\s+", wide.splitlines()[1].strip())[-2:] == ["87.5", "cost"]
+    assert _columns(wide)[-3:] == ["SCORE", "OBJECTIVE", "MESSAGE"]
+    assert re.split(r"\s{2,}", wide.splitlines()[1].strip())[-3:] == [
+        "87.5", "cost", status["message"],
+    ]  # fmt: skip
 
 
 def test_pool_columns(cluster: Any, crds: list[str]) -> None:

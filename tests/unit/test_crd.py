@@ -276,7 +276,7 @@ def test_printer_columns_answer_the_first_question() -> None:
         "Vendor", "Model", "Nodes", "Available", "Draining", "Age",
     ]  # fmt: skip
     assert names("Workload", False) == ["Pool", "Accelerator", "Ready", "Phase", "Age"]
-    assert names("Workload", True) == ["Score", "Objective"]
+    assert names("Workload", True) == ["Score", "Objective", "Message"]
 
 
 # --- the transform on small models ----------------------------------------------------

@@ -541,7 +541,7 @@ def _decide(
         name=w.name,
         placed=False,
         waiting_for=wait.pool.name if wait else None,
-        message=_waiting_message(w, st, wait, notes),
+        message=_waiting_message(w, st, wait, notes, ns_labels),
         _rows=shown,
         _ruled_out=ruled_out,
         _notes=notes or _NO_NOTES,
@@ -693,10 +693,21 @@ def _cheapest_in_time(
 
 
 def _waiting_message(
-    w: PendingWorkload, st: _Static, wait: Scored | None, notes: dict[str, str]
+    w: PendingWorkload,
+    st: _Static,
+    wait: Scored | None,
+    notes: dict[str, str],
+    ns_labels: Mapping[str, str],
 ) -> str:
     if not st.scored:
-        return f"no pool can run this workload ({st.ruled_out_count} ruled out, reasons below)"
+        # The nearest miss's reasons in the message itself, so the Event and `kubectl get -o
+        # wide` say why; every pool's are in status.candidates.
+        message = f"no pool can run this workload ({st.ruled_out_count} ruled out"
+        if st.ruled_out:
+            nearest = st.ruled_out[0]
+            why = "; ".join(static_reasons(w, nearest, ns_labels))
+            message += f"; nearest {nearest.name}: {why}"
+        return message + ")"
     if wait is not None:
         return f"waiting for {wait.pool.name}: {notes[wait.pool.name]}"
     need = w.spec.accelerator
