@@ -106,7 +106,8 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="tessera", description=(__doc__ or "").partition("\n")[0])
+    summary = (__doc__ or "").partition(".")[0] + "."  # the docstring's first sentence
+    top = argparse.ArgumentParser(prog="tessera", description=summary)
     top.add_argument("--version", action="version", version=f"tessera {__version__}")
     sub = top.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
@@ -123,15 +124,33 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         help="watch workloads in this namespace (repeatable; default: all)",
     )
-    run.add_argument("--metrics-port", type=int, default=8080, help="port of /metrics and /healthz")
-    run.add_argument("--metrics-address", default="0.0.0.0", help="address to serve metrics on")
-    run.add_argument("--log-format", choices=["text", "json"], default="text")
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        default=8080,
+        help="port of /metrics and /healthz (default: %(default)s)",
+    )
+    run.add_argument(
+        "--metrics-address",
+        default="0.0.0.0",
+        help="address to serve metrics on (default: %(default)s)",
+    )
+    run.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="log lines (default: %(default)s)",
+    )
     run.add_argument(
         "--leader-elect",
         action="store_true",
         help="run as one of several replicas: only the holder of a Lease places workloads",
     )
-    run.add_argument("--lease-name", default="tessera-operator", help="Lease for --leader-elect")
+    run.add_argument(
+        "--lease-name",
+        default="tessera-operator",
+        help="Lease for --leader-elect (default: %(default)s)",
+    )
     run.add_argument(
         "--lease-namespace",
         default=os.environ.get("POD_NAMESPACE", "default"),
@@ -142,7 +161,12 @@ def parser() -> argparse.ArgumentParser:
 
     explain = sub.add_parser("explain", parents=[common], help="why a workload is where it is")
     explain.add_argument("workload", help="NAME or NAMESPACE/NAME")
-    explain.add_argument("-n", "--namespace", default="default")
+    explain.add_argument(
+        "-n",
+        "--namespace",
+        default="default",
+        help="namespace of a bare NAME (default: %(default)s)",
+    )
     explain.set_defaults(func=_explain)
     return top
 
