@@ -245,8 +245,8 @@ def wait_for_workloads(
 
 
 def devices_held(items: list[dict[str, Any]]) -> dict[str, int]:
-    """Devices each pool should count as allocated: a Running workload's replicas times its
-    devices per pod, on the pool it was placed on (the demo fleet runs no other pods)."""
+    """Devices the workloads hold on each pool: a Running workload's replicas times its
+    devices per pod, on the pool it was placed on."""
     held: dict[str, int] = {}
     for w in items:
         status = w.get("status") or {}
@@ -258,27 +258,29 @@ def devices_held(items: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def wait_for_pool_counts(local: Cluster, expected: list[str], timeout: float) -> float:
-    """Polls until every pool's allocated devices match the workloads on it, so the fleet
-    table agrees with the placements above it: the operator writes a pool's device counts
-    at most every 5 s (docs/operations.md), and the pools' first status was just written.
-    Returns the seconds it waited."""
+    """Polls until every pool counts at least the devices the example workloads hold on it
+    (more when other workloads run there too), so the fleet table agrees with the placements
+    above it: the operator writes a pool's device counts at most every 5 s
+    (docs/operations.md), and the pools' first status was just written. Returns the seconds
+    it waited."""
     started = time.monotonic()
     while True:
         held = devices_held([w for w in workloads(local) if w["metadata"]["name"] in expected])
         pools = json.loads(local.kubectl("get", "acp", "-o", "json").stdout)["items"]
         shown = {
             p["metadata"]["name"]: ((p.get("status") or {}).get("devices") or {}).get("allocated")
+            or 0
             for p in pools
         }
-        behind = {name: n for name, n in shown.items() if n != held.get(name, 0)}
+        behind = {name: n for name, n in shown.items() if n < held.get(name, 0)}
         waited = time.monotonic() - started
         if not behind:
             return waited
         if waited >= timeout:
             raise DemoError(
-                f"the pools' device counts did not match their workloads after {timeout:g}s: "
+                f"the pools' device counts did not catch up after {timeout:g}s: "
                 + ", ".join(
-                    f"{name} shows {n} allocated, its workloads hold {held.get(name, 0)}"
+                    f"{name} shows {n} allocated, the example workloads hold {held[name]}"
                     for name, n in sorted(behind.items())
                 )
             )

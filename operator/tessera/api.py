@@ -677,11 +677,12 @@ class Weights(_Model):
 
 
 class PlacementPolicy(_Model):
-    """How long to wait for the scheduler before trying the next pool."""
+    """How long to wait for the scheduler (or the API server) before trying the next pool."""
 
     fallback_after_seconds: int = _field(
-        "Pods the scheduler leaves Unschedulable this long are withdrawn and the next pool is "
-        "tried; 0 disables fallback.",
+        "Pods the scheduler leaves Unschedulable, or the API server refuses (a quota, an "
+        "admission policy), this long are withdrawn and the next pool is tried; 0 disables "
+        "fallback.",
         300,
         ge=0,
         le=86400,

@@ -51,7 +51,8 @@ PLACEMENT_LATENCY = Histogram(
 )
 FALLBACKS = Counter(
     "tessera_fallbacks_total",
-    "Gangs withdrawn from a pool because the scheduler left their pods unschedulable.",
+    "Gangs withdrawn from a pool: the scheduler left their pods unschedulable, or the API "
+    "server refused them (a quota, an admission policy), for fallbackAfterSeconds.",
     ["pool"],
     registry=REGISTRY,
 )

@@ -716,9 +716,12 @@ def lifecycle_status(
     old: Iterable[PodFacts],
     created: int,
     now: datetime,
+    refused: str | None = None,
 ) -> dict[str, Any]:
     """Phase, replica counts and conditions of a placed workload, from its pods: `current` on
-    its pool (by replica), `old` still running elsewhere (a migration), `created` this cycle."""
+    its pool (by replica), `old` still running elsewhere (a migration), `created` this cycle,
+    `refused` what the API server said when it last refused one of its pods (a quota, an
+    admission policy): while a replica is missing, that is the message and Ready's reason."""
     want = spec.replicas
     old = list(old)
     live = [p for p in current.values() if not p.deleting]
@@ -731,6 +734,9 @@ def lifecycle_status(
     previous = status.get("conditions") or []
     kept = [c for c in previous if c.get("type") not in ("Ready", "Complete", "Failed")]
     message = str(status.get("message", ""))
+    if any(c.get("type") == "Ready" and c.get("reason") == "PodsRefused" for c in previous):
+        # The refusal is over: the message is the placement's again.
+        message = next((c["message"] for c in previous if c.get("type") == "Placed"), message)
     batch = not spec.is_service
 
     def cond(type_: str, ok: bool, reason: str, text: str) -> dict[str, Any]:
@@ -761,7 +767,12 @@ def lifecycle_status(
         # then still creates whatever is missing).
         started = len(live) >= want and all(p.phase == "Running" for p in live)
         phase = api.Phase.RUNNING if healing or started else api.Phase.PLACED
-        new = [cond("Ready", False, "ReplicasNotReady", f"{ready}/{want} replicas ready on {pool}")]
+        if refused and len(live) + created < want:
+            message = refused
+            new = [cond("Ready", False, "PodsRefused", refused)]
+        else:
+            text = f"{ready}/{want} replicas ready on {pool}"
+            new = [cond("Ready", False, "ReplicasNotReady", text)]
     shown = min(ready, want)
     return {
         "phase": phase.value,

@@ -211,15 +211,31 @@ def test_unschedulable_gang_falls_back_to_the_next_pool(ns: Kubectl, operator: O
     assert (metric_value(operator.metrics(), "tessera_fallbacks_total", pool="h100") or 0) >= 1
 
 
-REFUSE = "e2e.tessera.dev/refuse-replica"  # a namespace label: its pods of that replica are refused
+REFUSE = "e2e.tessera.dev/refuse-"  # + replica or pool: a namespace label naming what to refuse
 
 
 @pytest.fixture
-def refusing(ns: Kubectl) -> Iterator[Callable[[str | None], None]]:
-    """An admission policy that refuses ns's pods of one replica index while the namespace's
-    REFUSE label names it; the returned call sets it (None lifts it) and waits until the API
-    server answers accordingly."""
+def refusing(ns: Kubectl) -> Iterator[Callable[..., None]]:
+    """An admission policy that refuses ns's pods of one replica index, on one pool, or both
+    (as a full ResourceQuota or a policy engine would), while the namespace's REFUSE labels
+    name them. The returned call `refuse(value, key="replica")` sets one (None lifts it) and
+    waits until the API server answers accordingly."""
     name = f"refuse-replica-{ns.ns}"
+    labels = "namespaceObject.metadata.labels"
+
+    def active(key: str) -> str:
+        return f"(has({labels}) && '{REFUSE}{key}' in {labels})"
+
+    def matches(key: str) -> str:  # the pod is the one named, or nothing is named for key
+        pod = f"object.metadata.labels['tessera.dev/{key}']"
+        return (
+            f"(!{active(key)} || (has(object.metadata.labels) && 'tessera.dev/{key}' in "
+            f"object.metadata.labels && {pod} == {labels}['{REFUSE}{key}']))"
+        )
+
+    refused_pod = (
+        f"({active('replica')} || {active('pool')}) && {matches('replica')} && {matches('pool')}"
+    )
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
@@ -238,13 +254,7 @@ def refusing(ns: Kubectl) -> Iterator[Callable[[str | None], None]]:
             },
             "validations": [
                 {
-                    "expression": (
-                        f"!has(namespaceObject.metadata.labels) || !('{REFUSE}' in "
-                        "namespaceObject.metadata.labels) || !has(object.metadata.labels) || "
-                        "!('tessera.dev/replica' in object.metadata.labels) || "
-                        "object.metadata.labels['tessera.dev/replica'] != "
-                        f"namespaceObject.metadata.labels['{REFUSE}']"
-                    ),
+                    "expression": f"!({refused_pod})",
                     "message": "refused by the test's admission policy",
                 }
             ],
@@ -268,12 +278,18 @@ def refusing(ns: Kubectl) -> Iterator[Callable[[str | None], None]]:
         "-",
         input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [policy, binding]}),
     )
+    # The probe pod carries the values named last, so it is refused while any is named.
+    last = {"replica": "0", "pool": "none"}
+    named = {"replica": False, "pool": False}
 
-    def refused(replica: str) -> bool:
+    def refused() -> bool:
         probe = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": "probe", "labels": {"tessera.dev/replica": replica}},
+            "metadata": {
+                "name": "probe",
+                "labels": {f"tessera.dev/{key}": value for key, value in last.items()},
+            },
             "spec": {"containers": [{"name": "main", "image": "registry.example/app:1"}]},
         }
         out = ns(
@@ -288,15 +304,13 @@ def refusing(ns: Kubectl) -> Iterator[Callable[[str | None], None]]:
         )
         return out.returncode != 0 and "refused by the test" in out.stderr
 
-    last = "0"  # the replica refused last: lifting waits until that one is let through
-
-    def refuse(replica: str | None) -> None:
-        nonlocal last
-        label = f"{REFUSE}={replica}" if replica else f"{REFUSE}-"
+    def refuse(value: str | None, key: str = "replica") -> None:
+        label = f"{REFUSE}{key}={value}" if value else f"{REFUSE}{key}-"
         ns("label", "namespace", ns.ns, "--overwrite", label)
-        if replica:
-            last = replica
-        wait_for(f"admission refusing {replica}", lambda: refused(last) == bool(replica))
+        if value:
+            last[key] = value
+        named[key] = bool(value)
+        wait_for(f"admission refusing {key} {value}", lambda: refused() == any(named.values()))
 
     try:
         yield refuse
@@ -310,7 +324,7 @@ def refusing(ns: Kubectl) -> Iterator[Callable[[str | None], None]]:
 
 
 def test_a_gang_refused_part_way_is_completed_once_the_refusal_lifts(
-    ns: Kubectl, refusing: Callable[[str | None], None]
+    ns: Kubectl, refusing: Callable[..., None]
 ) -> None:
     # The third pod of a gang of 4 is refused, so the fourth is never sent. Once the refusal
     # lifts, both follow within a cycle or two: no replica is left claimed as if in flight
@@ -528,3 +542,49 @@ def test_model_conflict_between_spec_and_labels_is_a_condition(
     finally:
         k("delete", "acp", "conflicted", "--wait=false", check=False)
         k("delete", "node", "mislabelled-0", "--wait=false", check=False)
+
+
+def test_a_gang_refused_on_its_pool_says_so_and_falls_back_to_the_next(
+    ns: Kubectl, refusing: Callable[..., None], operator: Operator
+) -> None:
+    # The API server refuses the gang's second pod on h100, as a ResourceQuota of 8
+    # nvidia.com/gpu would. The status says so at once (without it the gang sat Placed, its
+    # first pod holding 8 devices, and only an Event told why); after fallbackAfterSeconds
+    # the gang is withdrawn from h100, its first pod deleted, and placed on the next pool.
+    refusing("1")
+    refusing("h100", key="pool")
+    manifest = workload("quota", replicas=2, count=8, vendors=["nvidia"], objective="performance")
+    manifest["spec"]["placement"] = {"fallbackAfterSeconds": 4}
+    ns.apply(manifest)
+    assert placed(ns, "quota")["pool"] == "h100"
+    ready = wait_for(
+        "the refusal in status",
+        lambda: (c := ns.condition("quota", "Ready")) and c["reason"] == "PodsRefused" and c,
+        timeout=15,
+    )
+    assert "quota-h100-1 refused" in ready["message"]
+    assert "refused by the test" in ready["message"]
+    assert ns.status("quota")["message"] == ready["message"]  # the -o wide MESSAGE column
+    status = wait_for("fallback", lambda: (s := ns.status("quota")).get("excludedPools") and s)
+    excluded = status["excludedPools"][0]
+    assert excluded["pool"] == "h100" and "refused for over 4s" in excluded["reason"]
+    after = placed(ns, "quota")
+    assert after["pool"] in ("a100", "l4")
+    pods = wait_for(
+        "the gang's pods on the next pool only",
+        lambda: (
+            {
+                (
+                    p["metadata"]["labels"]["tessera.dev/pool"],
+                    p["metadata"]["labels"]["tessera.dev/replica"],
+                )
+                for p in ns.pods(**{"tessera.dev/workload": "quota"})
+            }
+            == {(after["pool"], "0"), (after["pool"], "1")}
+        ),
+    )
+    assert pods
+    ns("wait", "--for=condition=Ready", "awl/quota", "-n", ns.ns, "--timeout=60s")
+    assert ns.status("quota")["message"].startswith(f"placed on {after['pool']}")
+    assert "FallbackTriggered" in {e["reason"] for e in ns.events("quota")}
+    assert (metric_value(operator.metrics(), "tessera_fallbacks_total", pool="h100") or 0) >= 1

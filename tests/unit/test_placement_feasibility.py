@@ -142,7 +142,7 @@ def test_workload_filters() -> None:
         reasons(workload(features=["infiniband"]), pool("h100", features=["infiniband"]), NS) == []
     )
     assert reasons(workload(excluded=["h100"]), pool("h100"), NS) == [
-        "withdrawn from after the scheduler could not bind the pods here"
+        "withdrawn from: its pods could not be bound or created here"
     ]
 
 

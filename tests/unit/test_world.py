@@ -23,6 +23,7 @@ from tessera.world import (
     World,
     WorldCache,
     bursting,
+    condition,
     counts_write,
     fingerprint,
     first_write_due,
@@ -91,6 +92,34 @@ def test_pods_still_being_created_keep_the_workload_placed() -> None:
     result = status(spec(), {"phase": "Placed"}, [pod(0, "Pending", False)], created=1)
     assert result["phase"] == "Placed" and result["replicas"] == 2
     assert conds(result)["Ready"]["reason"] == "ReplicasNotReady"
+
+
+def test_a_refused_pod_is_the_message_until_every_replica_exists() -> None:
+    placed = "placed on h100 (H100-SXM5-80GB), score 90.0, 2 x 8 nvidia.com/gpu"
+    decided = {
+        "phase": "Placed",
+        "message": placed,
+        "conditions": [condition("Placed", True, "Placed", placed, 3, [], NOW)],
+    }
+    refusal = 'pod w-h100-1 refused: pods "w-h100-1" is forbidden: exceeded quota: gpus'
+
+    def refused(was: dict[str, Any], pods: list[PodFacts], created: int = 0) -> dict[str, Any]:
+        current = {p.replica: p for p in pods}
+        return lifecycle_status(spec(), "h100", was, 3, current, [], created, NOW, refusal)
+
+    # Replica 1's pod was refused: the refusal is the message and Ready's reason.
+    half = refused(decided, [pod(0)])
+    assert half["phase"] == "Placed" and half["message"] == refusal
+    assert conds(half)["Ready"]["reason"] == "PodsRefused"
+    assert conds(half)["Ready"]["message"] == refusal
+    assert conds(half)["Placed"]["message"] == placed  # where it is placed is kept
+    # Sent again and created this cycle: no longer missing, so not refused.
+    sent = refused(decided, [pod(0)], created=1)
+    assert conds(sent)["Ready"]["reason"] == "ReplicasNotReady" and sent["message"] == placed
+    # Once every pod exists, the message is the placement's again.
+    both = status(spec(), half, [pod(0), pod(1)])
+    assert both["phase"] == "Running" and both["message"] == placed
+    assert conds(both)["Ready"]["reason"] == "AllReplicasReady"
 
 
 def test_a_service_stays_running_while_it_heals_and_counts_old_pods_in_migration() -> None:

@@ -53,6 +53,7 @@ VISIT_BUDGET = 1.0
 POOL_DEVICES_EVERY = 5.0  # a pool's device counts are rewritten at most this often
 DEVICE_KEYS = frozenset({"devices", "summary"})  # the pool status fields that hold them
 CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist before it is seen
+REFUSED_RETRY = 5.0  # seconds between sends of a pod the API server refused (quota, admission)
 # Normal Events are best effort (as in client-go's recorder): beyond a burst of EVENT_BURST
 # they are posted at EVENTS_PER_SECOND, so a burst of placements is not also a burst of
 # Events; a placement made in a burst posts none. The status says the same, always.
@@ -112,6 +113,11 @@ class Reconciler:
         # key): not created twice; `inflight` holds the workloads they belong to.
         self.created: dict[str, tuple[float, str]] = {}
         self.inflight: set[str] = set()
+        # Workloads a pod create of which the API server refused (a quota, an admission
+        # policy): key -> (monotonic time of the first refusal, of the last, its message).
+        # Their status says so, the create is retried every REFUSED_RETRY, and a refusal
+        # that lasts the placement's fallbackAfterSeconds withdraws the gang from the pool.
+        self.refused: dict[str, tuple[float, float, str]] = {}
         # What each workload looked like when last reconciled: unchanged ones are skipped.
         self.seen: dict[str, tuple[Any, ...]] = {}
         self.full_pass_at = 0.0
@@ -186,6 +192,7 @@ class Reconciler:
             k: t for k, t in self.status_written.items() if clock - t < PROGRESS_EVERY
         }
         self.deferred &= world.workloads.keys()
+        self.refused = {k: v for k, v in self.refused.items() if k in world.workloads}
         keys = []
         for key in sorted(world.workloads):
             signature = self._signature(world, key)
@@ -257,6 +264,9 @@ class Reconciler:
         pods = tuple(world.pods_by_workload.get(key, ()))
         if any(p.unschedulable_since for p in pods):
             return None  # the fallback deadline moves with time
+        refused = self.refused.get(key)
+        if refused and time.monotonic() - refused[1] >= REFUSED_RETRY:
+            return None  # a refused pod is due to be sent again
         inflight = key in self.inflight
         if inflight and unwritten is None:
             return None  # our own pods, not yet in the cache
@@ -613,19 +623,36 @@ class Reconciler:
                 facts, placed, list(current.values()), f"pool {placed.pool} was deleted", now
             )
             return
+        limit = spec.placement.fallback_after_seconds
         if key not in self.unwritten and self._fallback_due(spec, current, now):
             stuck = next(p for p in current.values() if p.unschedulable_since)
-            limit = spec.placement.fallback_after_seconds
             why = f"pods unschedulable for over {limit}s: {stuck.unschedulable_message}"
+            self._withdraw(facts, placed, list(current.values()), why, now)
+            return
+        refused = self.refused.get(key)
+        if refused and key not in self.unwritten and 0 < limit < time.monotonic() - refused[0]:
+            why = f"pods refused for over {limit}s: {refused[2]}"
+            self.refused.pop(key, None)
             self._withdraw(facts, placed, list(current.values()), why, now)
             return
         pool_spec = world.pool_specs[placed.pool]
         phase = facts.status.get("phase")
         claim = self._creator(world, facts, spec, placed)
+        refusal: list[ApiError] = []
 
         def create(replica: int) -> bool:
+            if refusal:
+                return False  # a refused pod stops the gang's later ones (sent next visit)
             send = claim(replica)
-            return send() if send else False
+            if not send:
+                return False
+            try:
+                return send()
+            except ApiError as err:
+                if not 400 <= err.status < 500:
+                    raise
+                refusal.append(err)  # remembered by _create for the status below
+                return False
 
         ns = facts.namespace or ""
         in_flight = sum(
@@ -638,18 +665,25 @@ class Reconciler:
             created = self._reconcile_service(facts, spec, placed, create, current, old)
         elif phase in (None, api.Phase.PENDING.value, api.Phase.PLACED.value):
             created = sum(create(r) for r in range(spec.replicas) if r not in current)
+        if not refusal and len(current) + created + in_flight >= spec.replicas:
+            self.refused.pop(key, None)  # every replica's pod exists, or is on its way
         self._write_lifecycle(world, facts, spec, placed, current, old, created + in_flight, now)
         if spec.is_service and pool_spec.draining and not old and self._all_ready(current, spec):
             self._migrate(world, facts, spec, placed, now)
 
     def _create(self, facts: ObjectFacts, pod: dict[str, Any]) -> bool:
-        """Creates one pod; a refusal (admission, quota) becomes a Warning event on the
-        Workload, so the user sees it with `kubectl describe`, and is retried next cycle."""
+        """Creates one pod. A refusal (a 4xx: quota, admission) is remembered for the
+        workload's status and becomes a Warning event, so the user sees it with `kubectl
+        get -o wide` and `kubectl describe`; the pod is sent again every REFUSED_RETRY."""
         try:
             return self.kube.create_pod(pod)
         except ApiError as err:
-            name = pod["metadata"]["name"]
-            self._event(facts, "Workload", "FailedCreate", f"pod {name}: {err.message}", True)
+            message = f"pod {pod['metadata']['name']} refused: {err.message}"
+            if 400 <= err.status < 500:
+                clock = time.monotonic()
+                since = self.refused.get(facts.key, (clock, clock, ""))[0]
+                self.refused[facts.key] = (since, clock, message)
+            self._event(facts, "Workload", "FailedCreate", message, True)
             raise
 
     def _all_ready(self, current: Mapping[int, PodFacts], spec: api.WorkloadSpec) -> bool:
@@ -840,14 +874,17 @@ class Reconciler:
         carries the decision (or, after a restart, the pool the pods are on)."""
         unwritten = self.unwritten.get(facts.key)
         base = unwritten[0] if unwritten else facts.status
+        refused = self.refused.get(facts.key)
         status = lifecycle_status(
-            spec, placed.pool, base, facts.generation, current, old, created, now
-        )
+            spec, placed.pool, base, facts.generation, current, old, created, now,
+            refused[2] if refused else None,
+        )  # fmt: skip
         if unwritten is not None:
             # Still starting, and nothing to tell yet: the write waits for the pods to run.
             quiet = status["phase"] == api.Phase.PLACED.value and not any(
                 p.unschedulable_since for p in current.values()
             )
+            quiet = quiet and refused is None
             if quiet and not self._first_write_due(unwritten[1]):
                 return
             status = {**unwritten[0], **status}

@@ -86,7 +86,7 @@ def static_reasons(
     need = workload.spec.accelerator
     reasons: list[str] = []
     if pool.name in workload.excluded_pools:
-        reasons.append("withdrawn from after the scheduler could not bind the pods here")
+        reasons.append("withdrawn from: its pods could not be bound or created here")
     reasons.extend(selection_reasons(workload, pool))
     reasons.extend(f"accelerator unusable: {p}" for p in pool.problems)
     if need.min_memory_gib is not None and pool.memory_gib < need.min_memory_gib:
