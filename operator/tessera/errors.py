@@ -19,9 +19,17 @@ class CRDsMissing(TesseraError):
 class ApiError(TesseraError):
     """The API server answered a request with an error."""
 
+    TRANSIENT = frozenset({408, 429})  # 4xx answers that say "later", not "no"
+
     def __init__(self, status: int, reason: str, message: str) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status, self.reason, self.message = status, reason, message
+
+    @property
+    def refusal(self) -> bool:
+        """The request as such was refused (a quota, admission, validation), rather than
+        failed for now (5xx, a timeout, too many requests)."""
+        return 400 <= self.status < 500 and self.status not in self.TRANSIENT
 
 
 class NotFound(ApiError):

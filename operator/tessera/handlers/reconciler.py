@@ -629,19 +629,19 @@ class Reconciler:
             why = f"pods unschedulable for over {limit}s: {stuck.unschedulable_message}"
             self._withdraw(facts, placed, list(current.values()), why, now)
             return
-        refused = self.refused.get(key)
-        if refused and key not in self.unwritten and 0 < limit < time.monotonic() - refused[0]:
-            why = f"pods refused for over {limit}s: {refused[2]}"
+        known = self.refused.get(key)
+        if known and key not in self.unwritten and 0 < limit < time.monotonic() - known[0]:
+            why = f"pods refused for over {limit}s: {known[2]}"
             self.refused.pop(key, None)
             self._withdraw(facts, placed, list(current.values()), why, now)
             return
         pool_spec = world.pool_specs[placed.pool]
         phase = facts.status.get("phase")
         claim = self._creator(world, facts, spec, placed)
-        refusal: list[ApiError] = []
+        refused: list[ApiError] = []  # this visit's refusal, if any
 
         def create(replica: int) -> bool:
-            if refusal:
+            if refused:
                 return False  # a refused pod stops the gang's later ones (sent next visit)
             send = claim(replica)
             if not send:
@@ -649,9 +649,9 @@ class Reconciler:
             try:
                 return send()
             except ApiError as err:
-                if not 400 <= err.status < 500:
+                if not err.refusal:
                     raise
-                refusal.append(err)  # remembered by _create for the status below
+                refused.append(err)  # remembered by _create for the status below
                 return False
 
         ns = facts.namespace or ""
@@ -665,7 +665,7 @@ class Reconciler:
             created = self._reconcile_service(facts, spec, placed, create, current, old)
         elif phase in (None, api.Phase.PENDING.value, api.Phase.PLACED.value):
             created = sum(create(r) for r in range(spec.replicas) if r not in current)
-        if not refusal and len(current) + created + in_flight >= spec.replicas:
+        if not refused and len(current) + created + in_flight >= spec.replicas:
             self.refused.pop(key, None)  # every replica's pod exists, or is on its way
         self._write_lifecycle(world, facts, spec, placed, current, old, created + in_flight, now)
         if spec.is_service and pool_spec.draining and not old and self._all_ready(current, spec):
@@ -679,7 +679,7 @@ class Reconciler:
             return self.kube.create_pod(pod)
         except ApiError as err:
             message = f"pod {pod['metadata']['name']} refused: {err.message}"
-            if 400 <= err.status < 500:
+            if err.refusal:
                 clock = time.monotonic()
                 since = self.refused.get(facts.key, (clock, clock, ""))[0]
                 self.refused[facts.key] = (since, clock, message)
