@@ -678,7 +678,8 @@ class Reconciler:
         try:
             return self.kube.create_pod(pod)
         except ApiError as err:
-            message = f"pod {pod['metadata']['name']} refused: {err.message}"
+            name = pod["metadata"]["name"]
+            message = f"pod {name} {'refused' if err.refusal else 'failed'}: {err.message}"
             if err.refusal:
                 clock = time.monotonic()
                 since = self.refused.get(facts.key, (clock, clock, ""))[0]
