@@ -32,9 +32,11 @@ import fleet as fleet_mod
 HACK = Path(__file__).resolve().parent
 REPO = HACK.parent
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+# resourcequota: admission refuses every pod of a namespace with a ResourceQuota whose usage
+# no controller has computed, so a quota on accelerators can be tried here as on a cluster.
 CONTROLLERS = (
     "garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher,"
-    "deployment,replicaset,job,podgc,clusterrole-aggregation"
+    "deployment,replicaset,job,podgc,clusterrole-aggregation,resourcequota"
 )
 
 # Only LISTs are audited (who listed what, not the bodies): rare by design, so the log stays

@@ -159,3 +159,21 @@ def test_garbage_collector_deletes_pods_of_a_deleted_owner(cluster: Any, namespa
     wait_for(
         "owned pods deleted", lambda: not core.list_namespaced_pod(namespace).items, timeout=90
     )
+
+
+def test_a_resource_quota_on_devices_is_enforced(cluster: Any, namespace: str) -> None:
+    # The resourcequota controller fills in what the quota uses, so admission can decide:
+    # without it a namespace with a ResourceQuota refuses every pod.
+    core = client.CoreV1Api(cluster.api)
+    quota = {"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}}
+    core.create_namespaced_resource_quota(namespace, quota)
+
+    def used() -> str | None:
+        status = core.read_namespaced_resource_quota("gpus", namespace).status
+        return ((status and status.used) or {}).get("requests.nvidia.com/gpu")
+
+    wait_for("the quota's usage computed", lambda: used() == "0")
+    core.create_namespaced_pod(namespace, gpu_pod("fits", 8))
+    with pytest.raises(client.ApiException) as refused:
+        core.create_namespaced_pod(namespace, gpu_pod("over", 1))
+    assert refused.value.status == 403 and "exceeded quota: gpus" in str(refused.value.body)
