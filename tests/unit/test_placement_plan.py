@@ -165,11 +165,13 @@ def test_pools_the_workloads_own_selection_chose_away_are_listed_only_if_none_pa
     [near] = plan([workload(vendors=["nvidia"], minMemoryGiB=100)], snap, NOW)
     assert [c.pool for c in near.candidates] == ["a100", "h100"]
     assert "4 ruled out" in (near.message or "")
-    # The message names the nearest miss and why, so an Event alone says what to change.
+    # The message names the nearest miss and why, so an Event alone says what to change, and
+    # how many pools the workload's own selection chose away (they are not listed).
     assert near.message == (
-        "no pool can run this workload (4 ruled out; nearest a100: 80 GiB per device < 100 GiB "
-        "required)"
+        "no pool can run this workload (4 ruled out, 2 by its own selection; nearest a100: "
+        "80 GiB per device < 100 GiB required)"
     )
+    assert (none.message or "").startswith("no pool can run this workload (4 ruled out; nearest")
 
 
 def test_explanation_is_capped_best_first() -> None:

@@ -88,6 +88,7 @@ class _Static:
     scored: list[Scored]
     ruled_out: tuple[PoolView, ...]  # nearest misses first: fewest reasons, then name
     ruled_out_count: int  # with the pools the workload's selection chose away
+    chosen_away: int  # of those, the pools its own pools, vendors or models chose away
     best_throughput: float
     shape: tuple[int, int]  # replicas, devices per pod
     cost_only: bool = False  # the objective weighs cost alone: bounded by completion time
@@ -349,7 +350,7 @@ def _static(w: PendingWorkload, pools: Sequence[_Pool], ns_labels: Mapping[str, 
     wp, wc, we = weights_for(w.spec)
     cost_only = wc > 0 and wp == 0 and we == 0
     ruled_out = tuple(view for _, _, view in misses)
-    return _Static(scored, ruled_out, len(near) + len(away), best, shape, cost_only)
+    return _Static(scored, ruled_out, len(near) + len(away), len(away), best, shape, cost_only)
 
 
 def _pools(snapshot: Snapshot, now: datetime) -> list[_Pool]:
@@ -703,6 +704,8 @@ def _waiting_message(
         # The nearest miss's reasons in the message itself, so the Event and `kubectl get -o
         # wide` say why; every pool's are in status.candidates.
         message = f"no pool can run this workload ({st.ruled_out_count} ruled out"
+        if 0 < st.chosen_away < st.ruled_out_count:
+            message += f", {st.chosen_away} by its own selection"
         if st.ruled_out:
             nearest = st.ruled_out[0]
             why = "; ".join(static_reasons(w, nearest, ns_labels))
