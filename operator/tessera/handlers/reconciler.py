@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from pydantic import ValidationError
 
@@ -63,6 +63,15 @@ EVENTS_PER_SECOND = 2.0
 
 # Pool conditions where True is good news; for the others (Degraded, NodesOverlap) True is bad.
 POSITIVE_CONDITIONS = frozenset({"Ready", "AcceleratorResolved"})
+
+
+class Refusal(NamedTuple):
+    """The API server's last refusal of one of a workload's pods (a quota, an admission
+    policy), with when the refusals began and when the last was answered (monotonic)."""
+
+    since: float
+    last: float
+    message: str
 
 
 class TokenBucket:
@@ -117,7 +126,7 @@ class Reconciler:
         # policy): key -> (monotonic time of the first refusal, of the last, its message).
         # Their status says so, the create is retried every REFUSED_RETRY, and a refusal
         # that lasts the placement's fallbackAfterSeconds withdraws the gang from the pool.
-        self.refused: dict[str, tuple[float, float, str]] = {}
+        self.refused: dict[str, Refusal] = {}
         # What each workload looked like when last reconciled: unchanged ones are skipped.
         self.seen: dict[str, tuple[Any, ...]] = {}
         self.full_pass_at = 0.0
@@ -265,7 +274,7 @@ class Reconciler:
         if any(p.unschedulable_since for p in pods):
             return None  # the fallback deadline moves with time
         refused = self.refused.get(key)
-        if refused and time.monotonic() - refused[1] >= REFUSED_RETRY:
+        if refused and time.monotonic() - refused.last >= REFUSED_RETRY:
             return None  # a refused pod is due to be sent again
         inflight = key in self.inflight
         if inflight and unwritten is None:
@@ -623,15 +632,8 @@ class Reconciler:
                 facts, placed, list(current.values()), f"pool {placed.pool} was deleted", now
             )
             return
-        limit = spec.placement.fallback_after_seconds
-        if key not in self.unwritten and self._fallback_due(spec, current, now):
-            stuck = next(p for p in current.values() if p.unschedulable_since)
-            why = f"pods unschedulable for over {limit}s: {stuck.unschedulable_message}"
-            self._withdraw(facts, placed, list(current.values()), why, now)
-            return
-        known = self.refused.get(key)
-        if known and key not in self.unwritten and 0 < limit < time.monotonic() - known[0]:
-            why = f"pods refused for over {limit}s: {known[2]}"
+        why = None if key in self.unwritten else self._fallback_reason(key, spec, current, now)
+        if why:
             self.refused.pop(key, None)
             self._withdraw(facts, placed, list(current.values()), why, now)
             return
@@ -682,8 +684,8 @@ class Reconciler:
             message = f"pod {name} {'refused' if err.refusal else 'failed'}: {err.message}"
             if err.refusal:
                 clock = time.monotonic()
-                since = self.refused.get(facts.key, (clock, clock, ""))[0]
-                self.refused[facts.key] = (since, clock, message)
+                known = self.refused.get(facts.key)
+                self.refused[facts.key] = Refusal(known.since if known else clock, clock, message)
             self._event(facts, "Workload", "FailedCreate", message, True)
             raise
 
@@ -756,18 +758,27 @@ class Reconciler:
         self._event(facts, "Workload", "SpecChanged", message)
         log.info("workload %s/%s: %s", ns, facts.name, message)
 
-    def _fallback_due(
-        self, spec: api.WorkloadSpec, current: Mapping[int, PodFacts], now: datetime
-    ) -> bool:
+    def _fallback_reason(
+        self, key: str, spec: api.WorkloadSpec, current: Mapping[int, PodFacts], now: datetime
+    ) -> str | None:
+        """Why the gang should leave its pool, once the scheduler has left a pod unschedulable
+        or the API server has refused one for placement.fallbackAfterSeconds; else None."""
         limit = spec.placement.fallback_after_seconds
         if limit <= 0:
-            return False
-        return any(
-            p.unschedulable_since is not None
+            return None
+        stuck = [
+            p
+            for p in current.values()
+            if p.unschedulable_since is not None
             and not p.node
             and (now - p.unschedulable_since).total_seconds() > limit
-            for p in current.values()
-        )
+        ]
+        if stuck:
+            return f"pods unschedulable for over {limit}s: {stuck[0].unschedulable_message}"
+        refused = self.refused.get(key)
+        if refused and time.monotonic() - refused.since > limit:
+            return f"pods refused for over {limit}s: {refused.message}"
+        return None
 
     def _withdraw(
         self, facts: ObjectFacts, placed: Placed, pods: list[PodFacts], why: str, now: datetime
@@ -878,7 +889,7 @@ class Reconciler:
         refused = self.refused.get(facts.key)
         status = lifecycle_status(
             spec, placed.pool, base, facts.generation, current, old, created, now,
-            refused[2] if refused else None,
+            refused.message if refused else None,
         )  # fmt: skip
         if unwritten is not None:
             # Still starting, and nothing to tell yet: the write waits for the pods to run.

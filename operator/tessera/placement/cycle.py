@@ -99,6 +99,7 @@ class _Static:
     scan: _Scan | None = None  # the last look at which pools fit this kind
     by_speed: dict[int, _Speeds] = field(default_factory=dict)  # by id(order)
     cuts: dict[int, tuple[PoolView, ...]] = field(default_factory=dict)  # ruled_out[:n], by n
+    no_pool: dict[str, str] = field(default_factory=dict)  # "no pool can run" by namespace
     # the explanation's row of each pool shown, by (id(order), index), with the pool's fit
     # and its version when made: reused while that pool is unchanged
     rows: dict[tuple[int, int], tuple[NodeFit, int, _Row]] = field(default_factory=dict)
@@ -702,15 +703,19 @@ def _waiting_message(
 ) -> str:
     if not st.scored:
         # The nearest miss's reasons in the message itself, so the Event and `kubectl get -o
-        # wide` say why; every pool's are in status.candidates.
-        message = f"no pool can run this workload ({st.ruled_out_count} ruled out"
-        if 0 < st.chosen_away < st.ruled_out_count:
-            message += f", {st.chosen_away} by its own selection"
-        if st.ruled_out:
-            nearest = st.ruled_out[0]
-            why = "; ".join(static_reasons(w, nearest, ns_labels))
-            message += f"; nearest {nearest.name}: {why}"
-        return message + ")"
+        # wide` say why; every pool's are in status.candidates. Once per kind and namespace
+        # (a reason may name the namespace), not per workload.
+        message = st.no_pool.get(w.namespace)
+        if message is None:
+            message = f"no pool can run this workload ({st.ruled_out_count} ruled out"
+            if 0 < st.chosen_away < st.ruled_out_count:
+                message += f", {st.chosen_away} by its own selection"
+            if st.ruled_out:
+                nearest = st.ruled_out[0]
+                why = "; ".join(static_reasons(w, nearest, ns_labels))
+                message += f"; nearest {nearest.name}: {why}"
+            message = st.no_pool[w.namespace] = message + ")"
+        return message
     if wait is not None:
         return f"waiting for {wait.pool.name}: {notes[wait.pool.name]}"
     need = w.spec.accelerator
