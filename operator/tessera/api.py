@@ -206,6 +206,10 @@ class LabelSelector(_Model):
     def is_empty(self) -> bool:
         return not self.match_labels and not self.match_expressions
 
+    def label_keys(self) -> set[str]:
+        """The label keys the selector reads: whether it matches depends on these alone."""
+        return {*self.match_labels, *(r.key for r in self.match_expressions)}
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Kubernetes semantics: every matchLabels pair and every expression must hold."""
         if any(labels.get(k) != v for k, v in self.match_labels.items()):

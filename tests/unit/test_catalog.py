@@ -191,6 +191,19 @@ def test_disagreeing_labels_are_a_conflict_and_vague_ones_ambiguous() -> None:
     assert catalog.discover({"node.kubernetes.io/instance-type": "m5.large"}).status == "none"
 
 
+def test_discovery_answers_from_the_labels_it_reads() -> None:
+    """Answers are remembered by the labels discovery reads: a label it reads (here the
+    memory one) still changes the answer; one it does not (the hostname) never does."""
+    vague = {"karpenter.k8s.aws/instance-gpu-name": "a100"}
+    assert catalog.discover(vague).status == "ambiguous"
+    sized = catalog.discover({**vague, "karpenter.k8s.aws/instance-gpu-memory": "81920"})
+    assert (sized.status, sized.model) == ("identified", "A100-SXM4-80GB")
+    assert sized.labels == {**vague, "karpenter.k8s.aws/instance-gpu-memory": "81920"}
+    one = catalog.discover({**vague, "kubernetes.io/hostname": "n-1"})
+    two = catalog.discover({**vague, "kubernetes.io/hostname": "n-2"})
+    assert one == two == catalog.discover(vague)
+
+
 @settings(max_examples=150)
 @given(
     st.dictionaries(

@@ -293,6 +293,66 @@ def test_nodes_differing_only_in_hostname_hold_their_other_labels_once() -> None
     assert api.LabelSelector(match_labels={"team": "ml"}).matches(relabelled.labels)
 
 
+_key = st.sampled_from(["zone", "gpu", "team"])
+_value = st.sampled_from(["a", "b"])
+_selector = st.fixed_dictionaries(
+    {
+        "matchLabels": st.dictionaries(_key, _value, max_size=2),
+        "matchExpressions": st.lists(
+            st.one_of(
+                st.fixed_dictionaries(
+                    {"key": _key, "operator": st.sampled_from(["In", "NotIn"]),
+                     "values": st.lists(_value, min_size=1, max_size=2)}
+                ),
+                st.fixed_dictionaries(
+                    {"key": _key, "operator": st.sampled_from(["Exists", "DoesNotExist"])}
+                ),
+            ),
+            max_size=2,
+        ),
+    }
+)  # fmt: skip
+
+
+@given(
+    st.lists(_selector, min_size=1, max_size=4),
+    st.lists(st.dictionaries(_key, _value, max_size=3), min_size=1, max_size=12),
+)
+def test_each_node_belongs_to_the_first_pool_by_name_that_selects_it(
+    selectors: list[dict[str, Any]], labels: list[dict[str, str]]
+) -> None:
+    """Pool membership is worked out once per kind of node (the label keys the selectors
+    read): every node must still land where each selector, run on it alone, puts it."""
+    pools = {
+        f"p{i}": object_facts(
+            {
+                "metadata": {"name": f"p{i}", "resourceVersion": "1"},
+                "spec": {"accelerator": {"vendor": "nvidia"}, "nodeSelector": s},
+            }
+        )
+        for i, s in enumerate(selectors)
+    }
+    nodes = {
+        f"n{i:02}": node_facts(
+            {"metadata": {"name": f"n{i:02}", "labels": {**ls, HOSTNAME_LABEL: f"n{i:02}"}}}
+        )
+        for i, ls in enumerate(labels)
+    }
+    world = World(nodes=nodes, pods=[], pools=pools, workloads={}, namespaces={})
+    want: dict[str, list[str]] = {name: [] for name in pools}
+    for name, facts in sorted(nodes.items()):
+        owners = [
+            p
+            for p, s in sorted(world.pool_specs.items())
+            if not s.node_selector.is_empty() and s.node_selector.matches(facts.labels)
+        ]
+        if owners:
+            want[owners[0]].append(name)
+        for other in owners[1:]:
+            assert world.overlaps[other][name] == owners[0]
+    assert world.members == want
+
+
 def test_reserved_devices_follow_pods_and_status_across_cycles() -> None:
     """Each World reuses the last one's parsed placements and reservations for unchanged
     workloads: what it reserves must still follow every bind, re-placement and deletion."""

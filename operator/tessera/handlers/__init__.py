@@ -4,6 +4,7 @@ tessera.handlers.informers feed the serialized reconcile loop. Imports kopf; the
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from datetime import UTC, datetime
@@ -11,7 +12,7 @@ from typing import Any
 
 import kopf
 
-from tessera import api, metrics
+from tessera import api, catalog, metrics
 from tessera.handlers.informers import Informers
 from tessera.handlers.leadership import Leader
 from tessera.handlers.reconciler import Reconciler
@@ -31,6 +32,10 @@ WATCHED = (
 INTERVAL = 2.0  # a cycle at least this often, even when nothing seems to change
 SETTLE = 0.05  # after a change, wait this long so changes arriving together share a cycle
 PERIOD = 0.5  # at most two cycles a second: each copies the caches and builds a World
+# New container objects between two young collections (Python's default is 700). The loop's
+# garbage is acyclic, freed by refcounting as it goes; at 700, collections that find nothing
+# ran all through a burst, and each older one re-scanned a heap of 10,000 Workloads' facts.
+GC_YOUNG = 50_000
 
 
 def _cycle(reconciler: Reconciler, copied: dict[str, Any]) -> None:
@@ -46,7 +51,14 @@ async def run_loop(
 ) -> None:
     """The serialized loop: wait for a change (or INTERVAL), copy the world, run one cycle.
     With a leader election, only the replica holding the Lease runs cycles."""
+    await asyncio.to_thread(catalog.catalog)  # read while the caches fill, not in a cycle
     await asyncio.to_thread(informers.wait_synced)
+    # What the caches hold now stays until replaced: frozen, the collector never scans it
+    # again (see start_loop). Little of it is garbage: a full collection at this point, over
+    # 5,000 nodes and 18,000 pods, found 37 unreachable objects.
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG)
+    gc.enable()
     log.info("caches filled; placement loop running every %.0fs or on change", INTERVAL)
     changed = informers.changed
     while not stop.is_set():
@@ -81,7 +93,14 @@ def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
 
 @kopf.on.startup()
 async def start_loop(memo: kopf.Memo, **_: Any) -> None:
-    """Starts the caches and the loop beside kopf, which runs the process around them."""
+    """Starts the caches and the loop beside kopf, which runs the process around them.
+    The cyclic collector is off while the caches fill: what they hold is garbage only once
+    replaced, and refcounting frees it then, but the collector scanned the growing heap again
+    and again (over 5,000 nodes and 12,000 Workloads, 1 s of a restart's first seconds, and
+    3.5 s of a 2,000-Workload burst after it). The loop freezes what the caches hold, then
+    turns the collector back on with a larger young generation (GC_YOUNG): 0.5 s in the
+    same burst."""
+    gc.disable()
     memo.informers = Informers(memo.reconciler.kube, memo.namespaces)
     memo.informers.start()
     memo.stop_loop = asyncio.Event()
