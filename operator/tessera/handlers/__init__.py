@@ -57,8 +57,6 @@ async def run_loop(
     # again (see start_loop). Little of it is garbage: a full collection at this point, over
     # 5,000 nodes and 18,000 pods, found 37 unreachable objects.
     gc.freeze()
-    gc.set_threshold(GC_YOUNG)
-    gc.enable()
     log.info("caches filled; placement loop running every %.0fs or on change", INTERVAL)
     changed = informers.changed
     while not stop.is_set():
@@ -94,13 +92,12 @@ def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
 @kopf.on.startup()
 async def start_loop(memo: kopf.Memo, **_: Any) -> None:
     """Starts the caches and the loop beside kopf, which runs the process around them.
-    The cyclic collector is off while the caches fill: what they hold is garbage only once
-    replaced, and refcounting frees it then, but the collector scanned the growing heap again
-    and again (over 5,000 nodes and 12,000 Workloads, 1 s of a restart's first seconds, and
-    3.5 s of a 2,000-Workload burst after it). The loop freezes what the caches hold, then
-    turns the collector back on with a larger young generation (GC_YOUNG): 0.5 s in the
-    same burst."""
-    gc.disable()
+    The cyclic collector's young generation is GC_YOUNG from here on: what the caches hold
+    is garbage only once replaced, and refcounting frees it then, but at Python's default the
+    collector scanned the growing heap again and again (over 5,000 nodes and 12,000
+    Workloads, 1 s of a restart's first seconds, and 3.5 s of a 2,000-Workload burst after
+    it). Once the caches are filled, the loop freezes what they hold."""
+    gc.set_threshold(GC_YOUNG)
     memo.informers = Informers(memo.reconciler.kube, memo.namespaces)
     memo.informers.start()
     memo.stop_loop = asyncio.Event()
