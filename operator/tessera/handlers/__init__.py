@@ -32,10 +32,7 @@ WATCHED = (
 INTERVAL = 2.0  # a cycle at least this often, even when nothing seems to change
 SETTLE = 0.05  # after a change, wait this long so changes arriving together share a cycle
 PERIOD = 0.5  # at most two cycles a second: each copies the caches and builds a World
-# New container objects between two young collections (Python's default is 700). The loop's
-# garbage is acyclic, freed by refcounting as it goes; at 700, collections that find nothing
-# ran all through a burst, and each older one re-scanned a heap of 10,000 Workloads' facts.
-GC_YOUNG = 50_000
+GC_YOUNG = 50_000  # new objects between young collections, not Python's 700 (see start_loop)
 
 
 def _cycle(reconciler: Reconciler, copied: dict[str, Any]) -> None:
@@ -53,9 +50,8 @@ async def run_loop(
     With a leader election, only the replica holding the Lease runs cycles."""
     await asyncio.to_thread(catalog.catalog)  # read while the caches fill, not in a cycle
     await asyncio.to_thread(informers.wait_synced)
-    # What the caches hold now stays until replaced: frozen, the collector never scans it
-    # again (see start_loop). Little of it is garbage: a full collection at this point, over
-    # 5,000 nodes and 18,000 pods, found 37 unreachable objects.
+    # Little of what the process holds now is garbage (a full collection here, over 5,000
+    # nodes and 18,000 pods, found 37 unreachable objects): frozen, see start_loop.
     gc.freeze()
     log.info("caches filled; placement loop running every %.0fs or on change", INTERVAL)
     changed = informers.changed
@@ -92,11 +88,12 @@ def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
 @kopf.on.startup()
 async def start_loop(memo: kopf.Memo, **_: Any) -> None:
     """Starts the caches and the loop beside kopf, which runs the process around them.
-    The cyclic collector's young generation is GC_YOUNG from here on: what the caches hold
-    is garbage only once replaced, and refcounting frees it then, but at Python's default the
-    collector scanned the growing heap again and again (over 5,000 nodes and 12,000
-    Workloads, 1 s of a restart's first seconds, and 3.5 s of a 2,000-Workload burst after
-    it). Once the caches are filled, the loop freezes what they hold."""
+    From here on the cyclic collector takes young objects every GC_YOUNG new ones, not every
+    700: the loop's garbage is acyclic (decoded JSON, replaced facts) and refcounting frees
+    it as it goes, yet at 700 the collector ran all the time and each full collection
+    rescanned the caches (over 5,000 nodes and 12,000 Workloads: 1 s of a restart's first
+    seconds, 3.5 s of a 2,000-Workload burst, for 12 unreachable objects). Once the caches
+    are filled, the loop freezes what they hold: never scanned again."""
     gc.set_threshold(GC_YOUNG)
     memo.informers = Informers(memo.reconciler.kube, memo.namespaces)
     memo.informers.start()
