@@ -856,6 +856,26 @@ def first_write_due(age: float, burst: bool) -> bool:
     return age >= (BURST_WRITE_AFTER if burst else FIRST_WRITE_AFTER)
 
 
+def fallback_reason(
+    limit: float,
+    pods: Iterable[PodFacts],
+    now: datetime,
+    refused: tuple[float, str] | None = None,
+) -> str | None:
+    """Why a gang should leave its pool: one of its pods unschedulable, or refused by the API
+    server (`refused`: for how many seconds, and what it said), for over `limit` seconds (0:
+    never); else None."""
+    if limit <= 0:
+        return None
+    for p in pods:
+        since = p.unschedulable_since
+        if since is not None and not p.node and (now - since).total_seconds() > limit:
+            return f"pods unschedulable for over {limit}s: {p.unschedulable_message}"
+    if refused is not None and refused[0] > limit:
+        return f"pods refused for over {limit}s: {refused[1]}"
+    return None
+
+
 PROGRESS_EVERY = 30.0  # a workload's ready count alone is rewritten at most this often
 # A gang still starting this many seconds after its decision has its ready count written
 # before it runs, so that a stalled start shows how far it got.

@@ -25,6 +25,7 @@ from tessera.world import (
     bursting,
     condition,
     counts_write,
+    fallback_reason,
     fingerprint,
     first_write_due,
     lifecycle_status,
@@ -411,6 +412,26 @@ def test_reserved_devices_follow_pods_and_status_across_cycles() -> None:
     assert w.free("n0", "nvidia.com/gpu") == 8 and w.free("n1", "nvidia.com/gpu") == 0
     assert world(None, []).free("n1", "nvidia.com/gpu") == 8
     assert not cache.placed and not cache.promised  # nothing kept for a deleted workload
+
+
+def test_a_gang_falls_back_once_a_pod_is_unschedulable_or_refused_past_the_limit() -> None:
+    def stuck(seconds: float, node: str = "") -> PodFacts:
+        return dataclasses.replace(
+            pod(0, phase="Pending", ready=False), node=node,
+            unschedulable_since=NOW - timedelta(seconds=seconds),
+            unschedulable_message="0/4 nodes are available",
+        )  # fmt: skip
+
+    assert fallback_reason(300, [pod(0), stuck(299)], NOW) is None
+    assert fallback_reason(300, [pod(0), stuck(301)], NOW) == (
+        "pods unschedulable for over 300s: 0/4 nodes are available"
+    )
+    assert fallback_reason(300, [stuck(301, node="n0")], NOW) is None  # bound since
+    assert fallback_reason(0, [stuck(10_000)], NOW, (10_000.0, "quota")) is None  # never
+    assert fallback_reason(300, [pod(0)], NOW, (299.0, "exceeded quota")) is None
+    assert fallback_reason(300, [pod(0)], NOW, (301.0, "exceeded quota")) == (
+        "pods refused for over 300s: exceeded quota"
+    )
 
 
 def test_a_burst_starts_over_64_pods_and_lasts_while_8_or_more_follow() -> None:

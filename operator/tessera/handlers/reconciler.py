@@ -32,6 +32,7 @@ from tessera.world import (
     bursting,
     condition,
     counts_write,
+    fallback_reason,
     fingerprint,
     first_write_due,
     lifecycle_status,
@@ -123,9 +124,9 @@ class Reconciler:
         self.created: dict[str, tuple[float, str]] = {}
         self.inflight: set[str] = set()
         # Workloads a pod create of which the API server refused (a quota, an admission
-        # policy): key -> (monotonic time of the first refusal, of the last, its message).
-        # Their status says so, the create is retried every REFUSED_RETRY, and a refusal
-        # that lasts the placement's fallbackAfterSeconds withdraws the gang from the pool.
+        # policy), with when the refusals began and the last one's answer. Their status says
+        # so, the create is retried every REFUSED_RETRY, and a refusal that lasts the
+        # placement's fallbackAfterSeconds withdraws the gang from the pool.
         self.refused: dict[str, Refusal] = {}
         # What each workload looked like when last reconciled: unchanged ones are skipped.
         self.seen: dict[str, tuple[Any, ...]] = {}
@@ -632,8 +633,11 @@ class Reconciler:
                 facts, placed, list(current.values()), f"pool {placed.pool} was deleted", now
             )
             return
-        why = None if key in self.unwritten else self._fallback_reason(key, spec, current, now)
-        if why:
+        known = self.refused.get(key)
+        refusal = (time.monotonic() - known.since, known.message) if known else None
+        limit = spec.placement.fallback_after_seconds
+        why = fallback_reason(limit, current.values(), now, refusal)
+        if why and key not in self.unwritten:
             self.refused.pop(key, None)
             self._withdraw(facts, placed, list(current.values()), why, now)
             return
@@ -757,28 +761,6 @@ class Reconciler:
         )
         self._event(facts, "Workload", "SpecChanged", message)
         log.info("workload %s/%s: %s", ns, facts.name, message)
-
-    def _fallback_reason(
-        self, key: str, spec: api.WorkloadSpec, current: Mapping[int, PodFacts], now: datetime
-    ) -> str | None:
-        """Why the gang should leave its pool, once the scheduler has left a pod unschedulable
-        or the API server has refused one for placement.fallbackAfterSeconds; else None."""
-        limit = spec.placement.fallback_after_seconds
-        if limit <= 0:
-            return None
-        stuck = [
-            p
-            for p in current.values()
-            if p.unschedulable_since is not None
-            and not p.node
-            and (now - p.unschedulable_since).total_seconds() > limit
-        ]
-        if stuck:
-            return f"pods unschedulable for over {limit}s: {stuck[0].unschedulable_message}"
-        refused = self.refused.get(key)
-        if refused and time.monotonic() - refused.since > limit:
-            return f"pods refused for over {limit}s: {refused.message}"
-        return None
 
     def _withdraw(
         self, facts: ObjectFacts, placed: Placed, pods: list[PodFacts], why: str, now: datetime
