@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from fleet_kube import (  # noqa: E402
     Api,
     BenchError,
     CpuSampler,
+    Floor,
     Operator,
     Watch,
     burst,
@@ -72,10 +74,13 @@ class Sample:
 
 @dataclass
 class Phase:
-    """One burst in one namespace: what was created when, and what the watches saw."""
+    """One burst in one namespace: what was created when, and what the watches saw. Its
+    kind: `tessera`, `baseline` (bare pods) or `floor` (bench/floor_operator.py)."""
 
     name: str
+    kind: str
     namespace: str
+    resource_version: str
     pods: m.PodTracker
     workloads: m.WorkloadTracker | None = None
     watches: list[Watch] = field(default_factory=list)
@@ -89,7 +94,7 @@ class Phase:
 
 
 class Bench:
-    """One run: a fresh cluster in a temporary directory, the operator, four bursts."""
+    """One run: a fresh cluster in a temporary directory, the operator, six bursts."""
 
     def __init__(self, args: argparse.Namespace, state: Path) -> None:
         self.args, self.state = args, state
@@ -103,6 +108,7 @@ class Bench:
         self.groups: list[dict[str, Any]] = []
         self.server_version: str | None = None
         self.cpu = CpuSampler(self.processes)
+        self.floor_operator: Floor
 
     def say(self, message: str) -> None:
         report.say(message, self.started, time.monotonic())
@@ -114,6 +120,9 @@ class Bench:
         operator = getattr(self, "operator", None)
         if operator is not None and operator.proc is not None and operator.proc.poll() is None:
             pids["operator"] = operator.pid
+        floor = getattr(self, "floor_operator", None)
+        if floor is not None and floor.pid is not None:
+            pids["floor operator"] = floor.pid
         return pids
 
     def cpu_in(self, start: float, end: float | None) -> dict[str, Any]:
@@ -138,6 +147,7 @@ class Bench:
         self.cluster.up(fleet=None)
         self.cpu.start()
         self.api = Api(self.cluster.server, self.cluster.pki, connections=a.threads + 8)
+        self.floor_operator = Floor(self.api, self.state)
         self.server_version = str(self.api.get("/version")["gitVersion"])
         self.say("installing the CRDs")
         self.cluster.kubectl(
@@ -221,13 +231,14 @@ class Bench:
         )
         return str(ns["metadata"]["resourceVersion"])
 
-    def phase(self, name: str, tessera: bool) -> Phase:
+    def phase(self, name: str, kind: str) -> Phase:
         namespace = f"bench-{name}"
         rv = self.namespace(namespace)
+        tessera = kind == "tessera"
         label = specs.WORKLOAD_LABEL if tessera else specs.GROUP_LABEL
-        phase = Phase(name, namespace, m.PodTracker(label, keep_first=tessera))
+        phase = Phase(name, kind, namespace, rv, m.PodTracker(label, keep_first=tessera))
         phase.watches.append(Watch(self.api, PODS.format(ns=namespace), rv, phase.pods.handle))
-        if tessera:
+        if kind != "baseline":  # the floor's Workloads are watched to be deleted
             phase.workloads = m.WorkloadTracker()
             path = WORKLOADS.format(ns=namespace)
             phase.watches.append(Watch(self.api, path, rv, phase.workloads.handle))
@@ -273,7 +284,7 @@ class Bench:
         """A burst of Workloads through the operator, measured until every one is Running
         and then until every replica is ready; with probe, then an idle window and the
         restart check. The phase is left for the clean-up."""
-        phase = self.phase(name, tessera=True)
+        phase = self.phase(name, "tessera")
         ns = phase.namespace
         for body in workloads:
             body["metadata"]["namespace"] = ns
@@ -367,7 +378,9 @@ class Bench:
                 "createdToBound": sorted(round(x, 4) for x in to_bound),
             },
         }
-        if phase.workloads is not None:
+        if phase.kind == "floor":
+            out["podsCreatedPerSecond"] = m.rate(pods, first, last_created)
+        if phase.kind == "tessera" and phase.workloads is not None:
             with phase.workloads.lock:
                 running = dict(phase.workloads.running)
                 ready = dict(phase.workloads.ready)
@@ -518,7 +531,7 @@ class Bench:
     ) -> tuple[dict[str, Any], Phase]:
         """The same pods, created directly and bound by the same kube-scheduler. The phase
         is left for the clean-up."""
-        phase = self.phase(f"baseline-{name}", tessera=False)
+        phase = self.phase(f"baseline-{name}", "baseline")
         ns = phase.namespace
         bodies = [specs.baseline_pod(p, ns) for p in tessera_pods]
         groups = [b["metadata"]["labels"][specs.GROUP_LABEL] for b in bodies]
@@ -534,19 +547,7 @@ class Bench:
             t = starts[pod["metadata"]["name"]]
             phase.starts[group] = min(t, phase.starts.get(group, t))
         total = len(bodies)
-
-        def progress() -> str:
-            seen, bound, _ = phase.pods.counts()
-            return f"pods seen {seen}/{total}, bound {bound}/{total}"
-
-        wait_until(
-            "the baseline burst",
-            lambda: phase.pods.counts()[1] >= total,
-            self.args.timeout + total * 0.2,
-            progress,
-            self.say,
-            checks=[phase.check],
-        )
+        self.wait_bound(phase, "the baseline burst", total)
         after = self.scrape()
         result = self.figures(phase, first, last_post)
         result["clientCreatesPerSecond"] = m.rate(total, first, last_post)
@@ -557,6 +558,67 @@ class Bench:
             "listsByClient": cost["listsByClient"],
         }
         self.report_phase(f"baseline {name}", result)
+        return result, phase
+
+    def wait_bound(
+        self, phase: Phase, what: str, total: int, check: Callable[[], None] | None = None
+    ) -> None:
+        """Until the phase's `total` pods are all bound (the baseline's and the floor's)."""
+
+        def progress() -> str:
+            seen, bound, _ = phase.pods.counts()
+            return f"pods seen {seen}/{total}, bound {bound}/{total}"
+
+        wait_until(
+            what,
+            lambda: phase.pods.counts()[1] >= total,
+            self.args.timeout + total * 0.2,
+            progress,
+            self.say,
+            checks=[phase.check] + ([check] if check else []),
+        )
+
+    # --- the floor ------------------------------------------------------------------------
+
+    def floor(
+        self, name: str, workloads: list[dict[str, Any]], tessera_pods: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], Phase]:
+        """The same Workloads in another namespace, turned into the pods Tessera made of
+        them by an operator that costs next to nothing (bench/floor_operator.py): what any
+        operator could do at best on this machine. The phase is left for the clean-up."""
+        phase = self.phase(f"floor-{name}", "floor")
+        ns = phase.namespace
+        bodies = copy.deepcopy(workloads)
+        for body in bodies:
+            body["metadata"]["namespace"] = ns
+        pods: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for pod in tessera_pods:
+            body = specs.baseline_pod(pod, ns, pin=True)
+            pods[body["metadata"]["labels"][specs.GROUP_LABEL]].append(body)
+        phase.sizes = {w["metadata"]["name"]: w["spec"]["replicas"] for w in bodies}
+        phase.batches = specs.batches(bodies)
+        total = sum(phase.sizes.values())
+        self.say(
+            f"floor {name}: creating {len(bodies)} Workloads ({total} pods) in {ns}, their "
+            "pods created by the floor operator" + self.pace
+        )
+        self.floor_operator.start(name, ns, phase.resource_version, dict(pods))
+        try:
+            due = self.due(list(phase.sizes), list(phase.sizes.values()))
+            phase.starts, first, last_post = burst(
+                self.api, WORKLOADS.format(ns=ns), bodies, self.args.threads, due
+            )
+
+            def alive() -> None:
+                if self.floor_operator.pid is None:
+                    raise BenchError("the floor operator exited (its log is in the state dir)")
+
+            self.wait_bound(phase, "the floor burst", total, alive)
+            result = self.figures(phase, first, last_post)  # its CPU, while it runs
+        finally:
+            self.floor_operator.stop()
+        self.report_phase(f"floor {name}", result)
+        self.say(f"  floor operator: {result['podsCreatedPerSecond']} pods created/s")
         return result, phase
 
     # --- cleaning up between phases -------------------------------------------------------
@@ -688,21 +750,30 @@ class Bench:
             self.step = f"clean-up after tessera {mix}"
             self.cleanup(phase)
         op["afterRestartPeakRssMB"] = round(self.operator.figures()["peakRssMB"], 1)
-        self.say("stopping the operator for the baseline")
+        self.say("stopping the operator for the baseline and the floor")
         self.operator.stop()
-        for mix in mixes:
-            self.step = f"baseline {mix}"
-            b, phase = self.baseline(mix, pods[mix])
-            r["baseline"][mix] = b
-            r["ratio"][mix] = _ratio(
-                r["tessera"][mix]["podsBoundPerSecond"], b["podsBoundPerSecond"]
-            )
-            if mix == "gangs":  # the last phase leaves its pods: the cluster goes next
-                for watch in phase.watches:
-                    watch.stop()
-            else:
-                self.step = f"clean-up after baseline {mix}"
-                self.cleanup(phase)
+        r.update(floor={}, ratioToFloor={})
+        last = ("floor", list(mixes)[-1])
+        for kind in ("baseline", "floor"):
+            for mix, workloads in mixes.items():
+                self.step = f"{kind} {mix}"
+                if kind == "baseline":
+                    b, phase = self.baseline(mix, pods[mix])
+                    r["ratio"][mix] = _ratio(
+                        r["tessera"][mix]["podsBoundPerSecond"], b["podsBoundPerSecond"]
+                    )
+                else:
+                    b, phase = self.floor(mix, workloads, pods[mix])
+                    r["ratioToFloor"][mix] = _ratio(
+                        r["tessera"][mix]["podsBoundPerSecond"], b["podsBoundPerSecond"]
+                    )
+                r[kind][mix] = b
+                if (kind, mix) == last:  # the last phase leaves its pods: the cluster goes next
+                    for watch in phase.watches:
+                        watch.stop()
+                else:
+                    self.step = f"clean-up after {kind} {mix}"
+                    self.cleanup(phase)
 
 
 def _raise_failed(jobs: Sequence[Future[None]]) -> None:
@@ -849,6 +920,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     written = f"{out} and {png}" if png else f"{out} (no latencies to chart)"
     bench.say(("done" if ok else f"failed in {bench.step}; what it measured") + f": {written}")
     print(report.table(result["targets"]))
+    print(report.comparison_table(report.comparison(result)))
     return 0 if ok else 1
 
 

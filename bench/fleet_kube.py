@@ -59,8 +59,10 @@ class Api:
     """Raw JSON over HTTPS with the cluster's admin client certificate. Counts its own
     requests the way the API server does, so they can be taken out of the server's counts."""
 
-    def __init__(self, server: str, pki: Path, connections: int = 32) -> None:
-        self.server = server
+    def __init__(
+        self, server: str, pki: Path, connections: int = 32, user_agent: str = USER_AGENT
+    ) -> None:
+        self.server, self.pki, self.user_agent = server, pki, user_agent
         self.http = urllib3.PoolManager(
             maxsize=connections,
             cert_file=str(pki / "admin.crt"),
@@ -68,7 +70,7 @@ class Api:
             ca_certs=str(pki / "ca.crt"),
             cert_reqs="CERT_REQUIRED",
             retries=False,
-            headers={"User-Agent": USER_AGENT},  # how the audit log names the bench
+            headers={"User-Agent": user_agent},  # how the audit log names the bench
         )
         self._own: Counter[Request] = Counter()
         self._lock = threading.Lock()
@@ -98,7 +100,7 @@ class Api:
         headers = {
             "Accept": "application/json",
             "Content-Type": "application/json",
-            "User-Agent": USER_AGENT,
+            "User-Agent": self.user_agent,
         }
         self._count(method, path, query)
         resp = self.http.request(method, url, body=data, headers=headers, timeout=timeout)
@@ -407,3 +409,41 @@ class Operator:
                 self.proc.kill()
                 self.proc.wait(10)
         (self.state_dir / "operator.pid").unlink(missing_ok=True)
+
+
+class Floor:
+    """bench/floor_operator.py as a subprocess for one burst: it creates, for each new
+    Workload of the namespace, the pods Tessera created for it; its output in a log file."""
+
+    def __init__(self, api: Api, state_dir: Path) -> None:
+        self.api, self.state_dir = api, state_dir
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, name: str, namespace: str, rv: str, pods: dict[str, list[Any]]) -> None:
+        """Starts it on the namespace's Workloads from `rv`; returns once its watch is open."""
+        pods_file = self.state_dir / f"floor-{name}-pods.json"
+        pods_file.write_text(json.dumps(pods))
+        argv = [sys.executable, str(Path(__file__).with_name("floor_operator.py"))]
+        argv += ["--server", self.api.server, "--pki", str(self.api.pki)]
+        argv += ["--namespace", namespace, "--resource-version", rv, "--pods", str(pods_file)]
+        log = self.state_dir / f"floor-{name}.log"
+        with log.open("wb") as err:
+            self.proc = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL
+            )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # "watching", or nothing if it exited
+        if line.strip() != b"watching":
+            self.stop()
+            tail = log.read_text(errors="replace").splitlines()[-20:]
+            raise BenchError(f"the floor operator did not start; {log}:\n" + "\n".join(tail))
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.proc = None

@@ -197,6 +197,39 @@ def table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+SIDES = (("tessera", "Tessera"), ("floor", "floor"), ("baseline", "bare scheduler"))
+
+
+def comparison(r: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """Tessera beside the floor (an operator that costs next to nothing) and the bare
+    scheduler, per mix: bound pods/s, pods created/s by the operator, creation to all
+    bound p50 / p99. "-" where the run did not measure it."""
+    rows = []
+    for mix in ("singles", "gangs"):
+        bound, created, latency = [], [], []
+        for side, _ in SIDES:
+            phase = part(r, side, mix)
+            bound.append(_show(part(phase, "podsBoundPerSecond")))
+            key = {"tessera": "operatorPodsCreatedPerSecond", "floor": "podsCreatedPerSecond"}
+            created.append(_show(part(phase, key[side])) if side in key else "-")
+            p50, p99 = part(phase, "createdToBound", "p50"), part(phase, "createdToBound", "p99")
+            latency.append("-" if p50 is None else f"{_show(p50)} / {_show(p99)} s")
+        rows += [
+            (f"{mix}: bound pods/s", bound),
+            (f"{mix}: pods created/s by the operator", created),
+            (f"{mix}: creation to all bound p50 / p99", latency),
+        ]
+    return rows
+
+
+def comparison_table(rows: Sequence[tuple[str, Sequence[str]]]) -> str:
+    width = max(len(name) for name, _ in rows)
+    head = "".join(f"{label:>18}" for _, label in SIDES)
+    lines = [f"  {'same run':<{width}}{head}"]
+    lines += [f"  {name:<{width}}" + "".join(f"{v:>18}" for v in values) for name, values in rows]
+    return "\n".join(lines)
+
+
 def curves(result: Mapping[str, Any]) -> dict[str, dict[str, list[float]]]:
     """The latency distributions to chart, from the phases that completed: panel -> label ->
     samples; a panel with no data is left out."""
@@ -206,6 +239,8 @@ def curves(result: Mapping[str, Any]) -> dict[str, dict[str, list[float]]]:
             "Tessera gangs": ("tessera", "gangs", "createdToBound"),
             "bare scheduler singles": ("baseline", "singles", "createdToBound"),
             "bare scheduler gangs": ("baseline", "gangs", "createdToBound"),
+            "floor singles": ("floor", "singles", "createdToBound"),
+            "floor gangs": ("floor", "gangs", "createdToBound"),
         },
         "Tessera: creation to all pods created, Running, ready": {
             "pods created, singles": ("tessera", "singles", "createdToPodsCreated"),

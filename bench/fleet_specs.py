@@ -117,12 +117,13 @@ def batches(bodies: list[dict[str, Any]]) -> list[str]:
     return sorted({b["metadata"]["labels"][BATCH_LABEL] for b in bodies}, key=int)
 
 
-def baseline_pod(pod: dict[str, Any], namespace: str) -> dict[str, Any]:
+def baseline_pod(pod: dict[str, Any], namespace: str, pin: bool = False) -> dict[str, Any]:
     """The pod Tessera created, as a user would create it without Tessera: same containers,
     requests, tolerations and node affinity to the pool, but no owner, no status, no node,
     no pin to the node Tessera reserved (the scheduler picks among the pool's nodes), and
     no Tessera labels (the operator must not count it). Its workload name becomes
-    `bench.tessera.dev/group`, so a gang's pods can still be measured together."""
+    `bench.tessera.dev/group`, so a gang's pods can still be measured together. With pin
+    (the floor's pods), the pin to Tessera's node stays: the decision is Tessera's."""
     meta, spec = pod["metadata"], pod["spec"]
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if not k.startswith("tessera.")}
     labels[GROUP_LABEL] = (meta.get("labels") or {}).get(WORKLOAD_LABEL, meta["name"])
@@ -143,7 +144,8 @@ def baseline_pod(pod: dict[str, Any], namespace: str) -> dict[str, Any]:
     node_affinity = (out_spec.get("affinity") or {}).get("nodeAffinity") or {}
     required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
     for term in required.get("nodeSelectorTerms") or []:
-        term.pop("matchFields", None)
+        if not pin:
+            term.pop("matchFields", None)
     return {
         "apiVersion": "v1",
         "kind": "Pod",

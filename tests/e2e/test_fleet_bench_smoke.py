@@ -1,5 +1,6 @@
 """The fleet benchmark at a tiny scale, end to end: its own control plane, the operator, both
-mixes through Tessera and through the bare scheduler, the restart, the results file."""
+mixes through Tessera, through the bare scheduler and through the floor operator, the
+restart, the results file."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ def test_fleet_benchmark_runs_and_reports_every_figure(tmp_path: Path) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "target" in proc.stdout and "restart to next placement" in proc.stdout
+    assert "singles: creation to all bound p50 / p99" in proc.stdout  # Tessera, floor, bare
 
     r = json.loads((tmp_path / "fleet-custom.json").read_text())
     assert (tmp_path / "fleet-custom.png").stat().st_size > 0
@@ -47,6 +49,14 @@ def test_fleet_benchmark_runs_and_reports_every_figure(tmp_path: Path) -> None:
         )
         assert "operator" in tessera["cpuSeconds"]["byProcess"]
         assert "operator" not in baseline["cpuSeconds"]["byProcess"]
+        # the floor: the same Workloads, each turned into Tessera's pods by an operator
+        # that costs next to nothing, all bound, its CPU counted apart
+        floor = r["floor"][mix]
+        assert floor["pods"] == tessera["pods"] and floor["unbound"] == 0
+        assert floor["createdToBound"]["n"] == tessera["workloads"]
+        assert floor["podsCreatedPerSecond"] > 0 and r["ratioToFloor"][mix] > 0
+        assert "floor operator" in floor["cpuSeconds"]["byProcess"]
+        assert "operator" not in floor["cpuSeconds"]["byProcess"]
     singles = r["tessera"]["singles"]
     assert singles["integrity"]["workloads"] == 13  # the burst and the Workload after restart
     assert isinstance(singles["idle"]["operatorWrites"], int)

@@ -465,6 +465,69 @@ def test_baseline_pod_is_the_tessera_pod_without_tessera() -> None:
     ), "the Tessera pod is left as it was"
 
 
+def test_floor_pod_keeps_the_pin_to_tessera_s_node() -> None:
+    pod = {
+        "metadata": {"name": "s-00001-h100-0", "labels": {m.WORKLOAD_LABEL: "s-00001"}},
+        "spec": {
+            "containers": [{"name": "main"}],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [TO_POOL], "matchFields": [PIN]}]
+                    }
+                }
+            },
+        },
+    }
+    out = specs.baseline_pod(pod, "bench-floor-singles", pin=True)
+    term = out["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"][0]
+    assert term == {"matchExpressions": [TO_POOL], "matchFields": [PIN]}
+    assert out["metadata"]["labels"] == {specs.GROUP_LABEL: "s-00001"}
+    assert out["metadata"]["namespace"] == "bench-floor-singles"
+
+
+def test_the_floor_operator_owns_its_pods_as_tessera_does() -> None:
+    import floor_operator
+
+    body = {"metadata": {"name": "s-00001-h100-0", "labels": {"a": "b"}}, "spec": {}}
+    workload = {"metadata": {"name": "s-00001", "namespace": "ns", "uid": "u-1"}}
+    out = floor_operator.owned(body, workload)
+    assert out["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": api.API_VERSION,
+            "kind": "Workload",
+            "name": "s-00001",
+            "uid": "u-1",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    assert out["metadata"]["labels"] == {"a": "b"} and "ownerReferences" not in body["metadata"]
+
+
+def test_comparison_sets_tessera_beside_the_floor_and_the_bare_scheduler() -> None:
+    floor = {
+        "podsBoundPerSecond": 130.0,
+        "podsCreatedPerSecond": 140.0,
+        "createdToBound": {"p50": 0.8, "p99": 1.2},
+    }
+    bare = {"podsBoundPerSecond": 150.0, "createdToBound": {"p50": 0.4, "p99": 0.7}}
+    r = result(floor={"singles": floor}, baseline={"singles": bare})
+    rows = dict(fleet_report.comparison(r))
+    assert rows["singles: bound pods/s"] == ["250", "130", "150"]
+    assert rows["singles: pods created/s by the operator"] == ["250", "140", "-"]
+    assert rows["singles: creation to all bound p50 / p99"] == [
+        "0.5 / 2 s",
+        "0.8 / 1.2 s",
+        "0.4 / 0.7 s",
+    ]
+    assert rows["gangs: bound pods/s"] == ["250", "-", "-"]  # the run did not get that far
+    table = fleet_report.comparison_table(fleet_report.comparison(r))
+    assert "floor" in table.splitlines()[0] and len(table.splitlines()) == 7
+
+
 # --- a paced client ---------------------------------------------------------------------------
 
 
@@ -510,6 +573,7 @@ def result(scale: str = "default", **over: Any) -> dict[str, Any]:
         "workloads": 10,
         "pods": 10,
         "createdToBound": {"p50": 0.5, "p99": 2.0},
+        "podsBoundPerSecond": 250.0,
         "operatorPodsCreatedPerSecond": 250.0,
         "apiWrites": {
             "operator": {"total": 30, "perWorkload": 3.0},
