@@ -603,6 +603,7 @@ class Bench:
             "pods created by the floor operator" + self.pace
         )
         self.floor_operator.start(name, ns, phase.resource_version, dict(pods))
+        self.cpu.sample()  # its CPU is read from here: the burst may be shorter than a tick
         try:
             due = self.due(list(phase.sizes), list(phase.sizes.values()))
             phase.starts, first, last_post = burst(
