@@ -1,5 +1,6 @@
 """Fleet-scale benchmark: Tessera end to end on the real local control plane with thousands
-of kwok accelerator nodes, side by side with the bare kube-scheduler in the same run.
+of kwok accelerator nodes, side by side with the bare kube-scheduler in the same run, and
+with the floor: an operator that costs next to nothing (floor_operator.py).
 Bench only: hack/cluster.py and hack/fleet.py, the raw API and the `tessera run` process.
 
 Run: .venv/bin/python bench/fleet.py [--scale default|large] [--nodes N --pools P --workloads W];
