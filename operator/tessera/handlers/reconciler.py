@@ -633,11 +633,13 @@ class Reconciler:
                 facts, placed, list(current.values()), f"pool {placed.pool} was deleted", now
             )
             return
-        known = self.refused.get(key)
-        refusal = (time.monotonic() - known.since, known.message) if known else None
-        limit = spec.placement.fallback_after_seconds
-        why = fallback_reason(limit, current.values(), now, refusal)
-        if why and key not in self.unwritten:
+        why = None
+        if key not in self.unwritten:  # a decision not yet written is never withdrawn
+            known = self.refused.get(key)
+            refusal = (time.monotonic() - known.since, known.message) if known else None
+            limit = spec.placement.fallback_after_seconds
+            why = fallback_reason(limit, current.values(), now, refusal)
+        if why:
             self.refused.pop(key, None)
             self._withdraw(facts, placed, list(current.values()), why, now)
             return
