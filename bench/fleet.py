@@ -594,7 +594,7 @@ class Bench:
             body["metadata"]["namespace"] = ns
         pods: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for pod in tessera_pods:
-            body = specs.baseline_pod(pod, ns, pin=True)
+            body = specs.baseline_pod(pod, ns, floor=True)
             pods[body["metadata"]["labels"][specs.GROUP_LABEL]].append(body)
         phase.sizes = {w["metadata"]["name"]: w["spec"]["replicas"] for w in bodies}
         phase.batches = specs.batches(bodies)

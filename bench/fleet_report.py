@@ -198,6 +198,7 @@ def table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 SIDES = (("tessera", "Tessera"), ("floor", "floor"), ("baseline", "bare scheduler"))
+CREATED = {"tessera": "operatorPodsCreatedPerSecond", "floor": "podsCreatedPerSecond"}
 
 
 def comparison(r: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
@@ -210,8 +211,7 @@ def comparison(r: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
         for side, _ in SIDES:
             phase = part(r, side, mix)
             bound.append(_show(part(phase, "podsBoundPerSecond")))
-            key = {"tessera": "operatorPodsCreatedPerSecond", "floor": "podsCreatedPerSecond"}
-            created.append(_show(part(phase, key[side])) if side in key else "-")
+            created.append(_show(part(phase, CREATED[side])) if side in CREATED else "-")
             p50, p99 = part(phase, "createdToBound", "p50"), part(phase, "createdToBound", "p99")
             latency.append("-" if p50 is None else f"{_show(p50)} / {_show(p99)} s")
         rows += [

@@ -117,13 +117,15 @@ def batches(bodies: list[dict[str, Any]]) -> list[str]:
     return sorted({b["metadata"]["labels"][BATCH_LABEL] for b in bodies}, key=int)
 
 
-def baseline_pod(pod: dict[str, Any], namespace: str, pin: bool = False) -> dict[str, Any]:
+def baseline_pod(pod: dict[str, Any], namespace: str, floor: bool = False) -> dict[str, Any]:
     """The pod Tessera created, as a user would create it without Tessera: same containers,
     requests, tolerations and node affinity to the pool, but no owner, no status, no node,
     no pin to the node Tessera reserved (the scheduler picks among the pool's nodes), and
     no Tessera labels (the operator must not count it). Its workload name becomes
-    `bench.tessera.dev/group`, so a gang's pods can still be measured together. With pin
-    (the floor's pods), the pin to Tessera's node stays: the decision is Tessera's."""
+    `bench.tessera.dev/group`, so a gang's pods can still be measured together. For the
+    floor (floor_operator.py), the pin to Tessera's node and Tessera's owner reference
+    stay: the decision is Tessera's, and the floor operator puts its new Workload's uid in
+    the owner."""
     meta, spec = pod["metadata"], pod["spec"]
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if not k.startswith("tessera.")}
     labels[GROUP_LABEL] = (meta.get("labels") or {}).get(WORKLOAD_LABEL, meta["name"])
@@ -144,19 +146,17 @@ def baseline_pod(pod: dict[str, Any], namespace: str, pin: bool = False) -> dict
     node_affinity = (out_spec.get("affinity") or {}).get("nodeAffinity") or {}
     required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
     for term in required.get("nodeSelectorTerms") or []:
-        if not pin:
+        if not floor:
             term.pop("matchFields", None)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": meta["name"],
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": dict(meta.get("annotations") or {}),
-        },
-        "spec": out_spec,
+    out_meta = {
+        "name": meta["name"],
+        "namespace": namespace,
+        "labels": labels,
+        "annotations": dict(meta.get("annotations") or {}),
     }
+    if floor:
+        out_meta["ownerReferences"] = copy.deepcopy(meta.get("ownerReferences") or [])
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": out_meta, "spec": out_spec}
 
 
 def _service_account(volume: str) -> bool:

@@ -30,17 +30,11 @@ USER_AGENT = "tessera-floor"
 
 
 def owned(body: dict[str, Any], workload: dict[str, Any]) -> dict[str, Any]:
-    """The pod body owned by the Workload, as Tessera's pods are (runtime.build_pod)."""
-    meta = workload["metadata"]
-    owner = {
-        "apiVersion": API_VERSION,
-        "kind": "Workload",
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-    return {**body, "metadata": {**body["metadata"], "ownerReferences": [owner]}}
+    """The pod body (Tessera's owner reference kept: fleet_specs.baseline_pod) owned by
+    the new Workload of that name: its uid in place of the one Tessera's pod was owned by."""
+    uid = workload["metadata"]["uid"]
+    owners = [{**o, "uid": uid} for o in body["metadata"].get("ownerReferences") or []]
+    return {**body, "metadata": {**body["metadata"], "ownerReferences": owners}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -465,9 +465,23 @@ def test_baseline_pod_is_the_tessera_pod_without_tessera() -> None:
     ), "the Tessera pod is left as it was"
 
 
-def test_floor_pod_keeps_the_pin_to_tessera_s_node() -> None:
+OWNER = {
+    "apiVersion": api.API_VERSION,
+    "kind": "Workload",
+    "name": "s-00001",
+    "uid": "w-tessera",
+    "controller": True,
+    "blockOwnerDeletion": True,
+}
+
+
+def test_floor_pod_keeps_the_pin_to_tessera_s_node_and_its_owner() -> None:
     pod = {
-        "metadata": {"name": "s-00001-h100-0", "labels": {m.WORKLOAD_LABEL: "s-00001"}},
+        "metadata": {
+            "name": "s-00001-h100-0",
+            "labels": {m.WORKLOAD_LABEL: "s-00001"},
+            "ownerReferences": [OWNER],
+        },
         "spec": {
             "containers": [{"name": "main"}],
             "affinity": {
@@ -479,19 +493,24 @@ def test_floor_pod_keeps_the_pin_to_tessera_s_node() -> None:
             },
         },
     }
-    out = specs.baseline_pod(pod, "bench-floor-singles", pin=True)
+    out = specs.baseline_pod(pod, "bench-floor-singles", floor=True)
     term = out["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
     ]["nodeSelectorTerms"][0]
     assert term == {"matchExpressions": [TO_POOL], "matchFields": [PIN]}
     assert out["metadata"]["labels"] == {specs.GROUP_LABEL: "s-00001"}
     assert out["metadata"]["namespace"] == "bench-floor-singles"
+    assert out["metadata"]["ownerReferences"] == [OWNER]
+    assert out["metadata"]["ownerReferences"][0] is not OWNER  # a copy
 
 
 def test_the_floor_operator_owns_its_pods_as_tessera_does() -> None:
     import floor_operator
 
-    body = {"metadata": {"name": "s-00001-h100-0", "labels": {"a": "b"}}, "spec": {}}
+    body = {
+        "metadata": {"name": "s-00001-h100-0", "labels": {"a": "b"}, "ownerReferences": [OWNER]},
+        "spec": {},
+    }
     workload = {"metadata": {"name": "s-00001", "namespace": "ns", "uid": "u-1"}}
     out = floor_operator.owned(body, workload)
     assert out["metadata"]["ownerReferences"] == [
@@ -504,7 +523,8 @@ def test_the_floor_operator_owns_its_pods_as_tessera_does() -> None:
             "blockOwnerDeletion": True,
         }
     ]
-    assert out["metadata"]["labels"] == {"a": "b"} and "ownerReferences" not in body["metadata"]
+    assert out["metadata"]["labels"] == {"a": "b"}
+    assert body["metadata"]["ownerReferences"] == [OWNER]  # the body is left as it was
 
 
 def test_comparison_sets_tessera_beside_the_floor_and_the_bare_scheduler() -> None:
