@@ -154,13 +154,7 @@ class Bench:
         self.cluster.kubectl(
             "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds")
         )
-        self.cluster.kubectl(
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/workloads.tessera.dev",
-            "crd/acceleratorpools.tessera.dev",
-        )
+        self.cluster.wait_established(["workloads.tessera.dev", "acceleratorpools.tessera.dev"])
         self.groups = fleet_desc.pool_groups(fleet_desc.load_groups(), a.pools, a.nodes, 8)
         fleet_file = self.state / "bench-fleet.yaml"
         fleet_file.write_text(yaml.safe_dump({"groups": self.groups}, sort_keys=False))

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +126,40 @@ def free_port(taken: Collection[int] = ()) -> int:
                 continue
             return int(s.getsockname()[1])
     raise ClusterError("found no free port on 127.0.0.1")
+
+
+def crd_established(crd: dict[str, Any]) -> bool:
+    """Whether a CRD's status says the API server serves it (its status may be empty yet)."""
+    conds = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conds)
+
+
+def wait_established(
+    kubectl: Callable[..., subprocess.CompletedProcess[str]],
+    crds: Iterable[str],
+    timeout: float = 60,
+) -> None:
+    """Waits until the API server serves each CRD (`crd/NAME` or `NAME`), read with `kubectl`
+    (a Cluster's or a test handle's). Not `kubectl wait --for=condition=Established`: that
+    fails at once, instead of waiting, when it reads a CRD created a moment before whose
+    status is still empty (kubernetes/kubernetes#66439: ".status.conditions accessor error:
+    <nil> is of the type <nil>")."""
+    names = [f"crd/{c.removeprefix('crd/')}" for c in crds]
+    deadline = time.monotonic() + timeout
+    while True:
+        proc = kubectl("get", *names, "-o", "json", check=False)
+        if proc.returncode == 0:
+            got = json.loads(proc.stdout)
+            items = got.get("items", []) if got.get("kind") == "List" else [got]
+            waiting = [c["metadata"]["name"] for c in items if not crd_established(c)]
+            if len(items) == len(names) and not waiting:
+                return
+            why = f"not yet Established: {', '.join(waiting)}"
+        else:
+            why = proc.stderr.strip()
+        if time.monotonic() >= deadline:
+            raise ClusterError(f"CRDs {' '.join(names)} not served after {timeout:.0f}s ({why})")
+        time.sleep(0.2)
 
 
 def log(message: str) -> None:
@@ -545,6 +579,9 @@ class Cluster:
         if check and proc.returncode != 0:
             raise ClusterError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc
+
+    def wait_established(self, crds: Iterable[str], timeout: float = 60) -> None:
+        wait_established(self.kubectl, crds, timeout)
 
     def create_fleet(self, fleet: Path = fleet_mod.FLEET_FILE, scale: int = 1) -> int:
         """Creates the fleet's nodes (idempotent) and waits until kwok reports them Ready."""

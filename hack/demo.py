@@ -382,7 +382,7 @@ def run(local: Cluster, timeout: float, keep: bool = True) -> int:
     with step(2, "Installing the CRDs and the example accelerator pools"):
         local.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
         crds = [f"crd/{p.stem}" for p in sorted(CRD_DIR.glob("*.yaml"))]
-        local.kubectl("wait", "--for=condition=Established", "--timeout=60s", *crds)
+        local.wait_established(crds)
         local.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(POOLS_DIR))
         pools = sorted(p.stem for p in POOLS_DIR.glob("*.yaml"))
         say(f"      {len(crds)} CRDs Established; pools: {', '.join(pools)}")

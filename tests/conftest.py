@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,10 @@ class ClusterHandle:
                 f"kubectl {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()}"
             )
         return proc
+
+    def wait_established(self, crds: Iterable[str]) -> None:
+        """Waits until the API server serves these CRDs (see hack/cluster.py)."""
+        local_cluster.wait_established(self.kubectl, crds)
 
     def bin(self, name: str) -> Path:
         """Path of a pinned binary (helm, kubectl, ...)."""

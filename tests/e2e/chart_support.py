@@ -90,10 +90,7 @@ def crds_present(cluster: Any, paths: list[Path]) -> Iterator[None]:
             cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(crd))
             created.append(name)
     if created:
-        cluster.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s",
-            *(f"crd/{n}" for n in created),
-        )  # fmt: skip
+        cluster.wait_established(created)
     try:
         yield
     finally:

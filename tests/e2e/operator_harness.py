@@ -39,13 +39,7 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 60, every: fl
 def install_crds(cluster: Any) -> None:
     """Server-side applies crds/ and waits until the API server serves both kinds."""
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/workloads.tessera.dev",
-        "crd/acceleratorpools.tessera.dev",
-    )
+    cluster.wait_established(["workloads.tessera.dev", "acceleratorpools.tessera.dev"])
 
 
 class Operator:

@@ -72,9 +72,7 @@ def test_missing_crds_are_named(tmp_path: Path) -> None:
 
 def test_busy_metrics_port_is_a_clear_error(cluster: Any) -> None:
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/workloads.tessera.dev"
-    )
+    cluster.wait_established(["crd/workloads.tessera.dev"])
     import socket
 
     with socket.socket() as s:

@@ -21,5 +21,5 @@ def crds(cluster: Any) -> list[str]:
     for path in files:
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
         names.append(f"crd/{path.stem}")
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
+    cluster.wait_established(names)
     return [n.removeprefix("crd/") for n in names]
