@@ -114,9 +114,9 @@ class Kube:
         # A pooled keep-alive connection the server closed is retried; anything else fails
         # over to the caller quickly, and the loop retries on its own schedule.
         self._api.configuration.retries = 2
-        # One connection per concurrent writer of the reconcile loop (32 for objects, 4 for
-        # Events), one per watch, and a few for the rest.
-        self._api.rest_client.pool_manager.connection_pool_kw["maxsize"] = 64
+        # One connection per concurrent writer of the reconcile loop (32 for objects, 32
+        # sending a burst's pods, 4 for pools, 4 for Events), one per watch, and a few more.
+        self._api.rest_client.pool_manager.connection_pool_kw["maxsize"] = 96
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
     @classmethod

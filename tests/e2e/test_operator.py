@@ -13,9 +13,12 @@ from operator_harness import (
     REPO,
     Kubectl,
     Operator,
+    drop_pool,
     install_crds,
+    make_pool,
     metric_value,
     namespace,
+    set_draining,
     wait_for,
     workload,
 )
@@ -341,6 +344,45 @@ def test_a_gang_refused_part_way_is_completed_once_the_refusal_lifts(
     )
     replicas = sorted(p["metadata"]["labels"]["tessera.dev/replica"] for p in pods)
     assert replicas == ["0", "1", "2", "3"]
+
+
+def test_a_burst_refused_part_way_is_completed_once_the_refusal_lifts(
+    ns: Kubectl, refusing: Callable[..., None]
+) -> None:
+    # 20 gangs of 4 placed in one cycle: a burst, whose pods are sent beside the loop. Every
+    # gang's third pod is refused, so its fourth is given back unsent. Once the refusal
+    # lifts, all 80 follow within seconds, none twice: no replica was left claimed.
+    make_pool(ns, "refusal-wave", nodes=10, devices=8, draining=True)
+    try:
+        refusing("2")
+        ns.apply(
+            *[
+                workload(f"g-{i:02d}", replicas=4, count=1, pools=["refusal-wave"])
+                for i in range(20)
+            ]
+        )
+
+        def statuses() -> list[dict[str, Any]]:
+            return [i.get("status") or {} for i in ns.get("awl")["items"]]
+
+        wait_for("all waiting", lambda: all(s.get("candidates") for s in statuses()))
+        set_draining(ns, "refusal-wave", False)
+        wait_for(
+            "every gang's refusal in its status",
+            lambda: all("refused" in s.get("message", "") for s in statuses()),
+            timeout=60,
+        )
+        pods = ns.pods()
+        assert sorted({p["metadata"]["labels"]["tessera.dev/replica"] for p in pods}) == [
+            "0",
+            "1",
+        ]
+        assert len(pods) == 40
+        refusing(None)
+        pods = wait_for("all 80 pods", lambda: len(p := ns.pods()) == 80 and p, timeout=20)
+        assert len({p["metadata"]["name"] for p in pods}) == 80
+    finally:
+        drop_pool(ns, "refusal-wave", 10)
 
 
 def test_deleting_a_workload_frees_its_devices_for_the_next(ns: Kubectl) -> None:

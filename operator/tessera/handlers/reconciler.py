@@ -45,6 +45,10 @@ T = TypeVar("T")
 _DONE = object()  # the end of the items _each hands out
 
 WRITERS = 32  # concurrent API writes within one cycle (the client's pool is sized to match)
+# A burst's placements are sent by SENDERS threads of their own while the loop goes on to
+# its next cycle, at most SEND_QUEUE placements at a time (beyond that the cycle waits).
+SENDERS = 32
+SEND_QUEUE = 2 * SENDERS
 EVENT_WRITERS = 4  # Events are posted beside the work, never in its critical path
 POOL_WRITERS = 4  # pool status patches sent at once
 FULL_PASS = 30.0  # seconds between passes over every workload, changed or not (a safety net)
@@ -98,6 +102,13 @@ def _iso(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _prune(d: dict[str, Any], keep: Callable[[str], bool]) -> None:
+    """Deletes the keys `keep` refuses, in place: safe while other threads set keys."""
+    for key in list(d):
+        if not keep(key):
+            d.pop(key, None)
+
+
 def _dump(models: Any) -> Any:
     return [m.model_dump(by_alias=True, mode="json", exclude_none=True) for m in models]
 
@@ -144,6 +155,8 @@ class Reconciler:
         self.statuses_at = 0.0
         self.statuses_of: tuple[tuple[str, str], ...] = ()
         self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="tessera-write")
+        self._senders = ThreadPoolExecutor(max_workers=SENDERS, thread_name_prefix="tessera-send")
+        self._send_slots = threading.BoundedSemaphore(SEND_QUEUE)
         self._events = ThreadPoolExecutor(EVENT_WRITERS, thread_name_prefix="tessera-event")
         self._event_budget = TokenBucket(EVENT_BURST, EVENTS_PER_SECOND)
 
@@ -163,8 +176,10 @@ class Reconciler:
         started = time.monotonic()
         live = {f"Workload/{k}" for k in world.workloads}
         live |= {f"AcceleratorPool/None/{p}" for p in world.pools}
-        self.said = {k: v for k, v in self.said.items() if k.rpartition("/")[0] in live}
-        self.unwritten = {k: v for k, v in self.unwritten.items() if k in self.recent}
+        # Pruned in place, over a copy of the keys: a burst's senders (FailedCreate Events,
+        # a refusal, a first write's clock) write to these while the cycle runs.
+        _prune(self.said, lambda k: k.rpartition("/")[0] in live)
+        _prune(self.unwritten, lambda k: k in self.recent)
         # Status writes the cache now shows are no longer in flight: before placement, so a
         # workload whose waiting status was written in the last cycle is placed in this one
         # (left in flight, it was decided a cycle later, outside its burst).
@@ -193,7 +208,7 @@ class Reconciler:
         for name, (at, _) in list(self.created.items()):
             if name in visible or clock - at >= CREATED_GRACE:
                 self.created.pop(name, None)
-        self.inflight = {w for _, w in self.created.values()}
+        self.inflight = {w for _, w in list(self.created.values())}
         full = clock - self.full_pass_at >= FULL_PASS
         if full:
             self.full_pass_at = clock
@@ -202,7 +217,7 @@ class Reconciler:
             k: t for k, t in self.status_written.items() if clock - t < PROGRESS_EVERY
         }
         self.deferred &= world.workloads.keys()
-        self.refused = {k: v for k, v in self.refused.items() if k in world.workloads}
+        _prune(self.refused, lambda k: k in world.workloads)
         keys = []
         for key in sorted(world.workloads):
             signature = self._signature(world, key)
@@ -437,7 +452,8 @@ class Reconciler:
 
         # Decided together over one snapshot; written concurrently (each to its own object).
         # Every placement's pods go out first, then (outside a burst) the decisions: no pod
-        # waits for another workload's status write.
+        # waits for another workload's status write. In a burst the cycle does not wait for
+        # the pods: the senders create them while the loop decides the next arrivals.
         self._each(lambda d: self._guard("Workload", record, d), decisions)
         if not burst:
             keys = [key for key, _ in recorded]
@@ -507,22 +523,49 @@ class Reconciler:
             self._event(facts, "Workload", "Placed", message)
         level = logging.DEBUG if burst else logging.INFO  # a burst is summed up in one line
         log.log(level, "placed %s/%s on %s (score %.1f)", ns, facts.name, pool, decision.score or 0)
-        claim = self._creator(world, facts, spec, placed)
-        # Each replica is claimed just before it is sent: a refused pod (admission, quota)
-        # stops the rest unclaimed, so the visit sends them at once instead of taking them
-        # for in flight until CREATED_GRACE.
-        sends = (send for send in map(claim, range(spec.replicas)) if send)
-        try:
-            if all([send() for send in sends]):
-                metrics.PLACEMENT_LATENCY.observe(max(0.0, (now - facts.created).total_seconds()))
-        finally:
-            # Kept even when a send failed (the visit retries it). In a burst the first
-            # write's clock starts once the pods were sent, not at the decision: in a burst of
-            # thousands they wait their turn at the API server first. Outside a burst the
-            # clock is set to minus infinity: due at once, whatever the next cycles are
-            # (tessera.world.bursting decides).
-            sent = time.monotonic() if burst else -math.inf
-            self.unwritten[facts.key] = (status, sent)
+        # Every replica is claimed now, so no visit sends it too; a refused pod (admission,
+        # quota) gives the later ones back unsent, so the visit sends them at once instead
+        # of taking them for in flight until CREATED_GRACE.
+        sends = [sending for sending in map(self._creator(world, facts, spec, placed),
+                                            range(spec.replicas)) if sending]  # fmt: skip
+        # Kept even when a send fails (the visit retries it). In a burst the first write's
+        # clock starts once the pods were sent (infinity until then), not at the decision:
+        # in a burst of thousands they wait their turn at the API server first. Outside a
+        # burst it is minus infinity: due at once, whatever the next cycles are
+        # (tessera.world.bursting decides).
+        entry = (status, math.inf if burst else -math.inf)
+        self.unwritten[facts.key] = entry
+
+        def deliver() -> None:
+            try:
+                created = True
+                for i, (_, send) in enumerate(sends):
+                    try:
+                        created = send() and created
+                    except Exception:
+                        for key, _ in sends[i + 1 :]:
+                            self.created.pop(key, None)
+                        raise
+                if created:
+                    metrics.PLACEMENT_LATENCY.observe(
+                        max(0.0, (now - facts.created).total_seconds())
+                    )
+            finally:
+                if burst and self.unwritten.get(facts.key) is entry:
+                    self.unwritten[facts.key] = (status, time.monotonic())
+
+        if not burst:
+            deliver()  # in this writer: the decision is written once every pod is sent
+            return
+
+        def queued() -> None:
+            try:
+                self._guard("Workload", deliver)
+            finally:
+                self._send_slots.release()
+
+        self._send_slots.acquire()  # a full queue holds the cycle back, not the API server
+        self._senders.submit(queued)
 
     def _write_decision(self, world: World, key: str) -> None:
         """Writes a decision made outside a burst (guarded by resourceVersion). If it cannot
@@ -539,10 +582,10 @@ class Reconciler:
 
     def _creator(
         self, world: World, facts: ObjectFacts, spec: api.WorkloadSpec, placed: Placed
-    ) -> Callable[[int], Callable[[], bool] | None]:
-        """Claims one replica's pod on the placed pool and returns the request that creates
-        it; None when it exists or is claimed already (on its way, not yet in the cache).
-        A claim is made before its request is sent, so no pod is ever sent twice."""
+    ) -> Callable[[int], tuple[str, Callable[[], bool]] | None]:
+        """Claims one replica's pod on the placed pool and returns its key and the request
+        that creates it; None when it exists or is claimed already (on its way, not yet in
+        the cache). A claim is made before its request is sent, so no pod is sent twice."""
         pool_spec = world.pool_specs[placed.pool]
         ns = facts.namespace or ""
 
@@ -557,7 +600,7 @@ class Reconciler:
             workload = api.Workload(metadata=meta, spec=spec)
             return workload, world.accelerator(placed.pool).to_api()
 
-        def claim(replica: int) -> Callable[[], bool] | None:
+        def claim(replica: int) -> tuple[str, Callable[[], bool]] | None:
             key = f"{ns}/{runtime.pod_name(facts.name, placed.pool, replica)}"
             if key in self.created:
                 return None
@@ -575,7 +618,7 @@ class Reconciler:
                     self.created.pop(key, None)  # not created: the next cycle tries again
                     raise
 
-            return send
+            return key, send
 
         return claim
 
@@ -651,11 +694,11 @@ class Reconciler:
         def create(replica: int) -> bool:
             if refused:
                 return False  # a refused pod stops the gang's later ones (sent next visit)
-            send = claim(replica)
-            if not send:
+            claimed = claim(replica)
+            if not claimed:
                 return False
             try:
-                return send()
+                return claimed[1]()
             except ApiError as err:
                 if not err.refusal:
                     raise
