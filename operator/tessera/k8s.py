@@ -164,19 +164,20 @@ class Kube:
         timeout: float | tuple[float, float],
     ) -> Any:
         """Sends one request; returns the response with its body not yet read (so a watch can
-        stream it), or raises the Tessera error for a refusal or an unreachable server."""
+        stream it), or raises the Tessera error for a refusal or an unreachable server. The
+        body is plain JSON already, so it is not put through the client's
+        sanitize_for_serialization, a call per value (about 150 for a pod)."""
         headers = {"Accept": "application/json", "Content-Type": content_type}
         params = list((query or {}).items())
-        _, url, headers, data, _ = self._api.param_serialize(
+        _, url, headers, _, _ = self._api.param_serialize(
             method,
             path,
             query_params=params,
             header_params=headers,
-            body=body,
             auth_settings=["BearerToken"],
         )
         try:
-            resp = self._api.call_api(method, url, headers, data, _request_timeout=timeout)
+            resp = self._api.call_api(method, url, headers, body, _request_timeout=timeout)
             if resp.status >= 400:
                 resp.read()  # type: ignore[no-untyped-call]
         except ApiException as err:
@@ -205,13 +206,28 @@ class Kube:
         timeout: float = 30,
     ) -> dict[str, Any]:
         """One raw request; no model validation, so any valid object round-trips intact."""
-        resp = self._send(method, path, body, query, content_type, timeout)
+        answer = self._read(self._send(method, path, body, query, content_type, timeout))
+        result: dict[str, Any] = json.loads(answer or b"{}")
+        return result
+
+    def write(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> None:
+        """A write whose answer is not needed: the object the server sends back (a pod's 4-5
+        KB, a Workload's more) is read off the connection but not decoded."""
+        self._read(self._send(method, path, body, query, content_type, 30))
+
+    def _read(self, resp: Any) -> bytes:
+        """The whole answer to a request _send sent."""
         try:
-            raw = resp.read() or b"{}"
+            return bytes(resp.read() or b"")
         except Exception as err:
             raise self._unreachable(err) from err
-        result: dict[str, Any] = json.loads(raw)
-        return result
 
     def watch(
         self, path: str, resource_version: str | None, seconds: int
@@ -279,7 +295,7 @@ class Kube:
         """Creates a pod; False when it already exists (deterministic names make this safe)."""
         ns = pod["metadata"]["namespace"]
         try:
-            self.request(
+            self.write(
                 "POST", f"/api/v1/namespaces/{ns}/pods", pod, {"fieldManager": FIELD_MANAGER}
             )
         except Conflict:
@@ -293,7 +309,7 @@ class Kube:
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
-            self.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body)
+            self.write("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body)
         except NotFound:
             return False
         except Conflict:  # a different pod with that name now: not ours to delete
@@ -305,20 +321,18 @@ class Kube:
     @uses(api.GROUP, "workloads/status", "patch")
     def patch_workload_status(
         self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None = None
-    ) -> dict[str, Any]:
+    ) -> None:
         """Merge-patches a Workload's status; with resource_version, only if unchanged since."""
         body: dict[str, Any] = {"status": status}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
         path = f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{namespace}/workloads/{name}/status"
-        return self.request("PATCH", path, body, {"fieldManager": FIELD_MANAGER}, MERGE_PATCH)
+        self.write("PATCH", path, body, {"fieldManager": FIELD_MANAGER}, MERGE_PATCH)
 
     @uses(api.GROUP, "acceleratorpools/status", "patch")
-    def patch_pool_status(self, name: str, status: dict[str, Any]) -> dict[str, Any]:
+    def patch_pool_status(self, name: str, status: dict[str, Any]) -> None:
         path = f"/apis/{api.GROUP}/{api.VERSION}/acceleratorpools/{name}/status"
-        return self.request(
-            "PATCH", path, {"status": status}, {"fieldManager": FIELD_MANAGER}, MERGE_PATCH
-        )
+        self.write("PATCH", path, {"status": status}, {"fieldManager": FIELD_MANAGER}, MERGE_PATCH)
 
     # --- events -----------------------------------------------------------------------------
 
@@ -351,7 +365,7 @@ class Kube:
             "lastTimestamp": now,
             "count": 1,
         }
-        self.request("POST", f"/api/v1/namespaces/{namespace}/events", event)
+        self.write("POST", f"/api/v1/namespaces/{namespace}/events", event)
 
     # --- leases (leader election between replicas) ------------------------------------------
 
