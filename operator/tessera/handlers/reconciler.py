@@ -612,6 +612,10 @@ class Reconciler:
             )
 
             def send() -> bool:
+                # CREATED_GRACE counts from the send, not the claim: a burst's claim may wait
+                # in the senders' queue first. Counted from the claim, a large gang burst
+                # sent 49 pods a second time (answered 409), most likely for that reason.
+                self.created[key] = (time.monotonic(), facts.key)
                 try:
                     return self._create(facts, pod)
                 except Exception:
