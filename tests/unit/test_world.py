@@ -463,19 +463,27 @@ def test_the_window_holds_the_pods_of_the_cycles_of_the_last_second() -> None:
     assert recent.place(105.0, 0) == 0
 
 
-def test_a_decision_waits_10_s_for_its_pods_to_run_and_up_to_60_s_while_the_burst_lasts() -> None:
+def test_a_decision_waits_for_its_pods_to_run_and_for_the_burst_to_end() -> None:
     assert not first_write_due(9.9, burst=False)
     assert first_write_due(FIRST_WRITE_AFTER, burst=False)
-    assert not first_write_due(30.0, burst=True)  # more decisions go out with Running
+    assert first_write_due(0.0, burst=False, running=True)  # out of a burst: Running at once
+    assert not first_write_due(60.0, burst=True)  # the burst's pod creates come first
+    assert not first_write_due(60.0, burst=True, running=True)  # good news waits too
     assert first_write_due(BURST_WRITE_AFTER, burst=True)  # a flood never hides the pool for long
+    assert first_write_due(BURST_WRITE_AFTER, burst=True, running=True)
     assert first_write_due(30.0, burst=False)  # the burst is over: due at once
 
 
-@given(st.floats(min_value=0, max_value=1e6), st.booleans())
-def test_a_decision_due_in_a_burst_is_due_outside_one(age: float, burst: bool) -> None:
-    """A burst only ever delays a decision's write, never brings it forward."""
+@given(st.floats(min_value=0, max_value=1e6), st.booleans(), st.booleans())
+def test_a_decision_due_in_a_burst_is_due_outside_one(
+    age: float, burst: bool, running: bool
+) -> None:
+    """A burst only ever delays a decision's write, never brings it forward; and pods that
+    run never delay it."""
+    if first_write_due(age, burst, running):
+        assert first_write_due(age, False, running)
     if first_write_due(age, burst):
-        assert first_write_due(age, False)
+        assert first_write_due(age, burst, running=True)
 
 
 @given(st.booleans(), st.integers(min_value=0, max_value=10_000), st.integers(0, 10_000))

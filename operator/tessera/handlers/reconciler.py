@@ -295,13 +295,14 @@ class Reconciler:
         inflight = key in self.inflight
         if inflight and unwritten is None:
             return None  # our own pods, not yet in the cache
-        due = unwritten is not None and self._first_write_due(unwritten[1])
+        # A burst's end makes every held first write due (Running ones at once).
+        due = unwritten is not None and (self.bursting, self._first_write_due(unwritten[1]))
         rv = pool.resource_version if pool else None
         return (facts.resource_version, rv, pods, inflight, due)
 
-    def _first_write_due(self, sent: float) -> bool:
+    def _first_write_due(self, sent: float, running: bool = False) -> bool:
         """Whether an unwritten decision whose pods were sent at monotonic `sent` is due."""
-        return first_write_due(time.monotonic() - sent, self.bursting)
+        return first_write_due(time.monotonic() - sent, self.bursting, running)
 
     def _guard(self, kind: str, fn: Any, *args: Any) -> bool:
         """One object's failure is logged and counted, never stops the loop; False on failure."""
@@ -427,7 +428,10 @@ class Reconciler:
                 )
             )
         if not pending:
-            self.bursting = False
+            # A cycle with nothing to place ends a burst only once the last second's cycles
+            # placed no more than a burst's worth: a burst's first writes wait for its end.
+            before = self.placements.place(time.monotonic(), 0)
+            self.bursting = bursting(self.bursting, 0, before)
             return
         with metrics.CYCLE_SECONDS.time():
             decisions = placement.plan(pending, world.snapshot(), now)
@@ -923,12 +927,14 @@ class Reconciler:
             refused.message if refused else None,
         )  # fmt: skip
         if unwritten is not None:
-            # Still starting, and nothing to tell yet: the write waits for the pods to run.
-            quiet = status["phase"] == api.Phase.PLACED.value and not any(
-                p.unschedulable_since for p in current.values()
-            )
-            quiet = quiet and refused is None
-            if quiet and not self._first_write_due(unwritten[1]):
+            # Nothing to tell but that the pods start or run: the write waits for the pods
+            # to run, and in a burst for the burst's end (tessera.world.first_write_due).
+            phase = status["phase"]
+            routine = phase in (api.Phase.PLACED.value, api.Phase.RUNNING.value)
+            routine = routine and refused is None
+            routine = routine and not any(p.unschedulable_since for p in current.values())
+            running = phase == api.Phase.RUNNING.value
+            if routine and not self._first_write_due(unwritten[1], running):
                 return
             status = {**unwritten[0], **status}
         elif facts.status.get("pool") != placed.pool:
