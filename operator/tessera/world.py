@@ -348,9 +348,11 @@ class WorldCache:
     only for pools and nodes whose facts changed. Tuples compare by identity first, and the
     caches keep an unchanged node's facts object, so a steady fleet costs a few lookups."""
 
-    pools_key: tuple[tuple[str, str], ...] = ()
+    pools_key: tuple[tuple[str, Mapping[str, Any]], ...] = ()  # (name, spec) of each pool
     owners: dict[str, tuple[NodeFacts, list[str]]] = field(default_factory=dict)
-    base: dict[str, tuple[str, tuple[NodeFacts, ...], PoolState]] = field(default_factory=dict)
+    base: dict[str, tuple[Mapping[str, Any], tuple[NodeFacts, ...], PoolState]] = field(
+        default_factory=dict
+    )
     # Per workload: its status's placement, parsed once per status; and the devices its
     # unbound replicas hold, counted again only when its facts, placement or pods change
     # (at 10,000 Workloads both were redone every cycle: a third of the loop's time).
@@ -398,18 +400,19 @@ class World:
         self.releases = self._releases()
 
     def _base(self, name: str, spec: api.AcceleratorPoolSpec) -> PoolState:
-        """Accelerator resolution (catalog + labels + spec), redone only when the pool or one
-        of its nodes changed since the cached World."""
-        rv = self.pools[name].resource_version
+        """Accelerator resolution (catalog + labels + spec), redone only when the pool's spec
+        or one of its nodes changed since the cached World (not its status: the device counts
+        Tessera writes there every few seconds in a burst made every World resolve again)."""
+        spec_of = self.pools[name].spec
         facts = tuple(self.nodes[n] for n in self.members[name])
         cached = self.cache.base.get(name)
-        if cached is not None and cached[0] == rv and cached[1] == facts:
+        if cached is not None and cached[0] == spec_of and cached[1] == facts:
             return cached[2]
         state = placement.pool_state(name, spec, [_node_state(f, 0, 0, ()) for f in facts])
         # Kept without its nodes: pool_state() adds them, with their free devices, when asked
         # (5,000 idle NodeStates held between cycles were 2 MB at that scale).
         state = state.model_copy(update={"nodes": ()})
-        self.cache.base[name] = (rv, facts, state)
+        self.cache.base[name] = (spec_of, facts, state)
         self.rebuilt.add(name)
         return state
 
@@ -474,9 +477,8 @@ class World:
         and both pools report the overlap: devices are never counted twice."""
         members: dict[str, list[str]] = {name: [] for name in self.pool_specs}
         overlaps: dict[str, dict[str, str]] = {name: {} for name in self.pool_specs}
-        pools_key = tuple(
-            (name, facts.resource_version) for name, facts in sorted(self.pools.items())
-        )
+        # Membership follows the pools' specs (their selectors), never their status.
+        pools_key = tuple((name, facts.spec) for name, facts in sorted(self.pools.items()))
         if self.cache.pools_key != pools_key:
             self.cache.pools_key, self.cache.owners, self.cache.base = pools_key, {}, {}
         cached = self.cache.owners

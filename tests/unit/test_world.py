@@ -414,6 +414,47 @@ def test_reserved_devices_follow_pods_and_status_across_cycles() -> None:
     assert not cache.placed and not cache.promised  # nothing kept for a deleted workload
 
 
+def test_a_pool_status_write_keeps_the_cached_membership_and_resolution() -> None:
+    """Tessera writes a pool's device counts every few seconds in a burst, each a new
+    resourceVersion: only the pool's spec (or its nodes) make a World resolve it again."""
+    nodes = {
+        n: node_facts(
+            {
+                "metadata": {"name": n, "labels": {"nvidia.com/gpu.product": "H100"}},
+                "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+            }
+        )
+        for n in ("n0", "n1")
+    }
+
+    def pool(rv: str, devices: int, model: str = "H100-SXM5-80GB") -> Any:
+        return object_facts(
+            {
+                "metadata": {"name": "h100", "resourceVersion": rv, "generation": 1},
+                "spec": {
+                    "accelerator": {"vendor": "nvidia", "model": model},
+                    "nodeSelector": {"matchLabels": {"nvidia.com/gpu.product": "H100"}},
+                },
+                "status": {"devices": {"free": devices}},
+            }
+        )
+
+    cache = WorldCache()
+
+    def world(p: Any) -> World:
+        return World(nodes=nodes, pods=[], pools={"h100": p}, workloads={}, namespaces={},
+                     cache=cache)  # fmt: skip
+
+    assert world(pool("1", 16)).rebuilt == {"h100"}
+    owners = cache.owners
+    again = world(pool("2", 12))  # its status written: a new resourceVersion, the same spec
+    assert again.rebuilt == set() and cache.owners["n0"][1] is owners["n0"][1]
+    assert again.members == {"h100": ["n0", "n1"]}
+    edited = world(pool("3", 12, model="H100-PCIe-80GB"))  # its spec edited
+    assert edited.rebuilt == {"h100"}
+    assert edited.accelerator("h100").model == "H100-PCIe-80GB"
+
+
 def test_a_gang_falls_back_once_a_pod_is_unschedulable_or_refused_past_the_limit() -> None:
     def stuck(seconds: float, node: str = "") -> PodFacts:
         return dataclasses.replace(

@@ -297,8 +297,10 @@ class Reconciler:
             return None  # our own pods, not yet in the cache
         # A burst's end makes every held first write due (Running ones at once).
         due = unwritten is not None and (self.bursting, self._first_write_due(unwritten[1]))
-        rv = pool.resource_version if pool else None
-        return (facts.resource_version, rv, pods, inflight, due)
+        # The pool's spec, not its resourceVersion: the device counts written to its status
+        # every few seconds in a burst made every Workload on it a visit (10,000 at a time).
+        spec = pool.spec if pool else None
+        return (facts.resource_version, spec, pods, inflight, due)
 
     def _first_write_due(self, sent: float, running: bool = False) -> bool:
         """Whether an unwritten decision whose pods were sent at monotonic `sent` is due."""
