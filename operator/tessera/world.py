@@ -855,13 +855,20 @@ FIRST_WRITE_AFTER = 10.0
 BURST_WRITE_AFTER = 300.0
 
 
-def first_write_due(age: float, burst: bool, running: bool = False) -> bool:
-    """Whether a decision whose pods were sent `age` seconds ago is written now, with
-    nothing to tell but that its pods start (or, `running`, run); `burst`: placement is
-    still in a burst."""
+_ROUTINE = frozenset({api.Phase.PLACED.value, api.Phase.RUNNING.value})
+
+
+def first_write_due(
+    age: float, burst: bool, phase: str = api.Phase.PLACED.value, news: bool = False
+) -> bool:
+    """Whether a decision whose pods were sent `age` seconds ago is written now, with the
+    lifecycle `phase` its pods imply; `news`: bad news the phase does not say (a pod
+    unschedulable or refused); `burst`: placement is still in a burst."""
+    if news or phase not in _ROUTINE:
+        return True
     if burst:
         return age >= BURST_WRITE_AFTER
-    return running or age >= FIRST_WRITE_AFTER
+    return phase == api.Phase.RUNNING.value or age >= FIRST_WRITE_AFTER
 
 
 def fallback_reason(

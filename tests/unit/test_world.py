@@ -505,26 +505,36 @@ def test_the_window_holds_the_pods_of_the_cycles_of_the_last_second() -> None:
 
 
 def test_a_decision_waits_for_its_pods_to_run_and_for_the_burst_to_end() -> None:
+    running = api.Phase.RUNNING.value
     assert not first_write_due(9.9, burst=False)
     assert first_write_due(FIRST_WRITE_AFTER, burst=False)
-    assert first_write_due(0.0, burst=False, running=True)  # out of a burst: Running at once
+    assert first_write_due(0.0, burst=False, phase=running)  # out of a burst: Running at once
     assert not first_write_due(60.0, burst=True)  # the burst's pod creates come first
-    assert not first_write_due(60.0, burst=True, running=True)  # good news waits too
+    assert not first_write_due(60.0, burst=True, phase=running)  # good news waits too
     assert first_write_due(BURST_WRITE_AFTER, burst=True)  # a flood never hides the pool for long
-    assert first_write_due(BURST_WRITE_AFTER, burst=True, running=True)
+    assert first_write_due(BURST_WRITE_AFTER, burst=True, phase=running)
     assert first_write_due(30.0, burst=False)  # the burst is over: due at once
+    assert first_write_due(0.0, burst=True, news=True)  # bad news never waits
+    assert first_write_due(0.0, burst=True, phase=api.Phase.FAILED.value)
 
 
-@given(st.floats(min_value=0, max_value=1e6), st.booleans(), st.booleans())
+@given(
+    st.floats(min_value=0, max_value=1e6),
+    st.booleans(),
+    st.sampled_from([p.value for p in api.Phase]),
+    st.booleans(),
+)
 def test_a_decision_due_in_a_burst_is_due_outside_one(
-    age: float, burst: bool, running: bool
+    age: float, burst: bool, phase: str, news: bool
 ) -> None:
-    """A burst only ever delays a decision's write, never brings it forward; and pods that
-    run never delay it."""
-    if first_write_due(age, burst, running):
-        assert first_write_due(age, False, running)
+    """A burst only ever delays a decision's write, never brings it forward; pods that run
+    never delay it; bad news and an end (Failed, Succeeded) are never held."""
+    if first_write_due(age, burst, phase, news):
+        assert first_write_due(age, False, phase, news)
     if first_write_due(age, burst):
-        assert first_write_due(age, burst, running=True)
+        assert first_write_due(age, burst, api.Phase.RUNNING.value)
+    if news or phase in (api.Phase.FAILED.value, api.Phase.SUCCEEDED.value):
+        assert first_write_due(age, burst, phase, news)
 
 
 @given(st.booleans(), st.integers(min_value=0, max_value=10_000), st.integers(0, 10_000))

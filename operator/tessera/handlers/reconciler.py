@@ -309,9 +309,11 @@ class Reconciler:
         spec = pool.spec if pool else None
         return (facts.resource_version, spec, pods, inflight, due)
 
-    def _first_write_due(self, sent: float, running: bool = False) -> bool:
+    def _first_write_due(
+        self, sent: float, phase: str = api.Phase.PLACED.value, news: bool = False
+    ) -> bool:
         """Whether an unwritten decision whose pods were sent at monotonic `sent` is due."""
-        return first_write_due(time.monotonic() - sent, self.bursting, running)
+        return first_write_due(time.monotonic() - sent, self.bursting, phase, news)
 
     def _guard(self, kind: str, fn: Any, *args: Any) -> bool:
         """One object's failure is logged and counted, never stops the loop; False on failure."""
@@ -938,12 +940,8 @@ class Reconciler:
         if unwritten is not None:
             # Nothing to tell but that the pods start or run: the write waits for the pods
             # to run, and in a burst for the burst's end (tessera.world.first_write_due).
-            phase = status["phase"]
-            routine = phase in (api.Phase.PLACED.value, api.Phase.RUNNING.value)
-            routine = routine and refused is None
-            routine = routine and not any(p.unschedulable_since for p in current.values())
-            running = phase == api.Phase.RUNNING.value
-            if routine and not self._first_write_due(unwritten[1], running):
+            news = refused is not None or any(p.unschedulable_since for p in current.values())
+            if not self._first_write_due(unwritten[1], status["phase"], news):
                 return
             status = {**unwritten[0], **status}
         elif facts.status.get("pool") != placed.pool:
