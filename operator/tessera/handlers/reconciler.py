@@ -9,7 +9,7 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
@@ -113,6 +113,25 @@ def _dump(models: Any) -> Any:
     return [m.model_dump(by_alias=True, mode="json", exclude_none=True) for m in models]
 
 
+def settle_claims(
+    created: dict[str, tuple[float, str]], visible: Container[str], copied: float
+) -> list[tuple[str, float]]:
+    """Forgets, in place, the claims on pods the World shows (they exist) and on those sent
+    CREATED_GRACE or more before the World was copied (monotonic `copied`) yet not in it:
+    the next visit sends those again. Returns the latter, with how long before the copy
+    they were sent. The age counts to the copy, not to the clock: a 5,000-node gang burst's
+    cycle waited 40 s on the send queue while placing, then held the World copied before
+    those sends against the clock after them, and sent 1,379 pods a second time (409)."""
+    expired = []
+    for name, (at, _) in list(created.items()):
+        if name in visible:
+            created.pop(name, None)
+        elif copied - at >= CREATED_GRACE:
+            created.pop(name, None)
+            expired.append((name, copied - at))
+    return expired
+
+
 class Reconciler:
     """Holds what one operator process remembers between cycles (never the source of truth)."""
 
@@ -203,18 +222,12 @@ class Reconciler:
         # them concurrently, so a burst is bounded by the API server, not by round trips.
         # Only workloads whose facts changed since they were last reconciled are visited,
         # plus every workload each FULL_PASS seconds: a cycle costs what changed.
+        # The World was copied just before the cycle started: its pods are what the watch
+        # showed then, so a claim's age counts to then (settle_claims).
         visible = {p.key for p in world.pods} if self.created else set()
+        for name, age in settle_claims(self.created, visible, started):
+            log.info("pod %s not seen %.0fs after it was sent; sending it again", name, age)
         clock = time.monotonic()
-        for name, (at, _) in list(self.created.items()):
-            if name in visible:
-                self.created.pop(name, None)
-            elif clock - at >= CREATED_GRACE:
-                # Sent, yet not in the cache: the next visit sends it again (a 409 if it
-                # exists, the pod watch lagging). Logged: at 5,000 nodes a gang burst sent
-                # 46-146 pods twice, and this is the suspected cause.
-                log.info("pod %s not seen %.0fs after it was sent; sending it again", name,
-                         clock - at)  # fmt: skip
-                self.created.pop(name, None)
         self.inflight = {w for _, w in list(self.created.values())}
         full = clock - self.full_pass_at >= FULL_PASS
         if full:
