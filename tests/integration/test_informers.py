@@ -3,6 +3,7 @@ changes, wake the loop only for changes that matter, and list again after 410 Go
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -155,8 +156,9 @@ def test_without_a_watch_list_the_cache_lists_in_pages_then_watches(
 
 
 def test_every_cache_fills_and_copies_as_the_world_reads_it(
-    kube: Kube, namespace: str, crds: list[str]
+    kube: Kube, namespace: str, crds: list[str], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="tessera.informers")
     kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod("p", 1))
     informers = Informers(kube, [namespace])
     informers.start()
@@ -170,5 +172,11 @@ def test_every_cache_fills_and_copies_as_the_world_reads_it(
         assert [(p.namespace, p.name) for p in copied["pods"]] == [(namespace, "p")]
         assert copied["nodes"], "the kwok fleet's nodes are cached"
         assert namespace in copied["namespaces"]
+        # Each whole read says how long it took and what it kept: a slow start-up over
+        # thousands of objects names the collection it waits on.
+        read = {r.args[0]: r.args[2] for r in caplog.records if "read whole" in r.msg}
+        assert read[f"/api/v1/namespaces/{namespace}/pods"] == 1
+        assert read["/api/v1/nodes"] == len(copied["nodes"])
+        assert len(read) == 5
     finally:
         informers.stop()
