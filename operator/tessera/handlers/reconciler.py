@@ -9,7 +9,7 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
@@ -37,6 +37,7 @@ from tessera.world import (
     first_write_due,
     lifecycle_status,
     pool_status,
+    settle_claims,
     validation_message,
 )
 
@@ -57,7 +58,6 @@ FULL_PASS = 30.0  # seconds between passes over every workload, changed or not (
 VISIT_BUDGET = 1.0
 POOL_DEVICES_EVERY = 5.0  # a pool's device counts are rewritten at most this often
 DEVICE_KEYS = frozenset({"devices", "summary"})  # the pool status fields that hold them
-CREATED_GRACE = 30.0  # seconds a pod this process created is trusted to exist before it is seen
 REFUSED_RETRY = 5.0  # seconds between sends of a pod the API server refused (quota, admission)
 # Normal Events are best effort (as in client-go's recorder): beyond a burst of EVENT_BURST
 # they are posted at EVENTS_PER_SECOND, so a burst of placements is not also a burst of
@@ -111,25 +111,6 @@ def _prune(d: dict[str, Any], keep: Callable[[str], bool]) -> None:
 
 def _dump(models: Any) -> Any:
     return [m.model_dump(by_alias=True, mode="json", exclude_none=True) for m in models]
-
-
-def settle_claims(
-    created: dict[str, tuple[float, str]], visible: Container[str], copied: float
-) -> list[tuple[str, float]]:
-    """Forgets, in place, the claims on pods the World shows (they exist) and on those sent
-    CREATED_GRACE or more before the World was copied (monotonic `copied`) yet not in it:
-    the next visit sends those again. Returns the latter, with how long before the copy
-    they were sent. The age counts to the copy, not to the clock: a 5,000-node gang burst's
-    cycle waited 40 s on the send queue while placing, then held the World copied before
-    those sends against the clock after them, and sent 1,379 pods a second time (409)."""
-    expired = []
-    for name, (at, _) in list(created.items()):
-        if name in visible:
-            created.pop(name, None)
-        elif copied - at >= CREATED_GRACE:
-            created.pop(name, None)
-            expired.append((name, copied - at))
-    return expired
 
 
 class Reconciler:
