@@ -201,23 +201,46 @@ SIDES = (("tessera", "Tessera"), ("floor", "floor"), ("baseline", "bare schedule
 CREATED = {"tessera": "operatorPodsCreatedPerSecond", "floor": "podsCreatedPerSecond"}
 
 
+OPERATOR = {"tessera": "operator", "floor": "floor operator"}  # its name in byProcess
+
+
+def _p50_p99(summary: Any) -> str:
+    p50, p99 = part(summary, "p50"), part(summary, "p99")
+    return "-" if p50 is None else f"{_show(p50)} / {_show(p99)} s"
+
+
+def _cpu_per_pod(phase: Any, side: str) -> str:
+    """The machine's CPU milliseconds per pod over the burst, every process's (the operator's
+    in brackets): on a machine whose CPUs are all busy, this sets the rate it can bind at."""
+    cpu, pods = part(phase, "cpuSeconds", "byProcess"), part(phase, "pods")
+    if not cpu or not pods:
+        return "-"
+    total = f"{1000 * sum(cpu.values()) / pods:.1f}"
+    own = cpu.get(OPERATOR.get(side, ""))
+    return total if own is None else f"{total} ({1000 * own / pods:.1f})"
+
+
 def comparison(r: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
     """Tessera beside the floor (an operator that costs next to nothing) and the bare
-    scheduler, per mix: bound pods/s, pods created/s by the operator, creation to all
-    bound p50 / p99. "-" where the run did not measure it."""
+    scheduler, per mix: bound pods/s, pods created/s by the operator, creation to all pods
+    created and to all bound (p50 / p99), and the CPU each pod cost the machine. "-" where
+    the run did not measure it."""
     rows = []
     for mix in ("singles", "gangs"):
-        bound, created, latency = [], [], []
+        bound, created, to_created, to_bound, cpu = [], [], [], [], []
         for side, _ in SIDES:
             phase = part(r, side, mix)
             bound.append(_show(part(phase, "podsBoundPerSecond")))
             created.append(_show(part(phase, CREATED[side])) if side in CREATED else "-")
-            p50, p99 = part(phase, "createdToBound", "p50"), part(phase, "createdToBound", "p99")
-            latency.append("-" if p50 is None else f"{_show(p50)} / {_show(p99)} s")
+            to_created.append(_p50_p99(part(phase, "createdToPodsCreated")))
+            to_bound.append(_p50_p99(part(phase, "createdToBound")))
+            cpu.append(_cpu_per_pod(phase, side))
         rows += [
             (f"{mix}: bound pods/s", bound),
             (f"{mix}: pods created/s by the operator", created),
-            (f"{mix}: creation to all bound p50 / p99", latency),
+            (f"{mix}: creation to all pods created p50 / p99", to_created),
+            (f"{mix}: creation to all bound p50 / p99", to_bound),
+            (f"{mix}: CPU ms per pod, all (operator)", cpu),
         ]
     return rows
 

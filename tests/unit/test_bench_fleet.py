@@ -529,12 +529,21 @@ def test_the_floor_operator_owns_its_pods_as_tessera_does() -> None:
 
 def test_comparison_sets_tessera_beside_the_floor_and_the_bare_scheduler() -> None:
     floor = {
+        "pods": 1000,
         "podsBoundPerSecond": 130.0,
         "podsCreatedPerSecond": 140.0,
+        "createdToPodsCreated": {"p50": 0.4, "p99": 0.6},
         "createdToBound": {"p50": 0.8, "p99": 1.2},
+        "cpuSeconds": {"byProcess": {"kube-apiserver": 10.0, "floor operator": 1.1, "etcd": 1.4}},
     }
-    bare = {"podsBoundPerSecond": 150.0, "createdToBound": {"p50": 0.4, "p99": 0.7}}
+    bare = {
+        "pods": 1000,
+        "podsBoundPerSecond": 150.0,
+        "createdToBound": {"p50": 0.4, "p99": 0.7},
+        "cpuSeconds": {"byProcess": {"kube-apiserver": 8.0, "kube-scheduler": 5.5}},
+    }
     r = result(floor={"singles": floor}, baseline={"singles": bare})
+    r["tessera"]["singles"]["cpuSeconds"] = {"byProcess": {"kube-apiserver": 0.2, "operator": 0.05}}
     rows = dict(fleet_report.comparison(r))
     assert rows["singles: bound pods/s"] == ["250", "130", "150"]
     assert rows["singles: pods created/s by the operator"] == ["250", "140", "-"]
@@ -543,9 +552,13 @@ def test_comparison_sets_tessera_beside_the_floor_and_the_bare_scheduler() -> No
         "0.8 / 1.2 s",
         "0.4 / 0.7 s",
     ]
+    assert rows["singles: creation to all pods created p50 / p99"] == ["-", "0.4 / 0.6 s", "-"]
+    # CPU per pod over every process, the operator's own in brackets (none for the bare run)
+    assert rows["singles: CPU ms per pod, all (operator)"] == ["25.0 (5.0)", "12.5 (1.1)", "13.5"]
     assert rows["gangs: bound pods/s"] == ["250", "-", "-"]  # the run did not get that far
+    assert rows["gangs: CPU ms per pod, all (operator)"] == ["-", "-", "-"]
     table = fleet_report.comparison_table(fleet_report.comparison(r))
-    assert "floor" in table.splitlines()[0] and len(table.splitlines()) == 7
+    assert "floor" in table.splitlines()[0] and len(table.splitlines()) == 11
 
 
 # --- a paced client ---------------------------------------------------------------------------
