@@ -211,7 +211,8 @@ def _p50_p99(summary: Any) -> str:
 
 def _cpu_per_pod(phase: Any, side: str) -> str:
     """The machine's CPU milliseconds per pod over the burst, every process's (the operator's
-    in brackets): on a machine whose CPUs are all busy, this sets the rate it can bind at."""
+    in brackets): who the CPUs worked for. It grows as the offered rate falls (the components
+    batch less), so it compares the sides of one run, not runs at different rates."""
     cpu, pods = part(phase, "cpuSeconds", "byProcess"), part(phase, "pods")
     if not cpu or not pods:
         return "-"
