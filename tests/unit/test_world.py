@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,6 +16,7 @@ from tessera.world import (
     FIRST_WRITE_AFTER,
     HOSTNAME_LABEL,
     PROGRESS_EVERY,
+    QUIET_AFTER_BURST,
     SLOW_START,
     CountsWrite,
     NodeLabels,
@@ -516,6 +518,43 @@ def test_a_decision_waits_for_its_pods_to_run_and_for_the_burst_to_end() -> None
     assert first_write_due(30.0, burst=False)  # the burst is over: due at once
     assert first_write_due(0.0, burst=True, news=True)  # bad news never waits
     assert first_write_due(0.0, burst=True, phase=api.Phase.FAILED.value)
+
+
+def test_after_a_burst_a_starting_decision_waits_for_quiet_not_a_running_one() -> None:
+    running = api.Phase.RUNNING.value
+    # Right after a burst its held decisions whose pods still start wait for QUIET_AFTER_BURST,
+    # so one write goes out with Running instead of two (Placed now, Running moments later).
+    assert not first_write_due(60.0, burst=False, quiet=0.0)
+    assert not first_write_due(60.0, burst=False, quiet=QUIET_AFTER_BURST - 0.1)
+    assert first_write_due(60.0, burst=False, quiet=QUIET_AFTER_BURST)
+    assert not first_write_due(FIRST_WRITE_AFTER - 0.1, burst=False, quiet=QUIET_AFTER_BURST)
+    assert first_write_due(0.0, burst=False, phase=running, quiet=0.0)  # Running: at once
+    assert first_write_due(0.0, burst=False, news=True, quiet=0.0)  # bad news: at once
+    assert first_write_due(BURST_WRITE_AFTER, burst=False, quiet=0.0)  # never past the cap
+    # A decision made outside any burst is written at once (its age is infinite).
+    assert first_write_due(math.inf, burst=False)
+    assert first_write_due(math.inf, burst=False, quiet=0.0)
+
+
+@given(
+    st.floats(min_value=0, max_value=1e6),
+    st.booleans(),
+    st.sampled_from([p.value for p in api.Phase]),
+    st.booleans(),
+    st.floats(min_value=0, max_value=1e6),
+)
+def test_quiet_after_a_burst_only_delays_a_routine_write(
+    age: float, burst: bool, phase: str, news: bool, quiet: float
+) -> None:
+    """The quiet after a burst only ever delays a write (never brings one forward), never
+    delays Running, bad news or an end, and never past BURST_WRITE_AFTER."""
+    due = first_write_due(age, burst, phase, news, quiet)
+    if due:
+        assert first_write_due(age, burst, phase, news)
+    if not burst and (news or phase != api.Phase.PLACED.value):
+        assert due
+    if age >= BURST_WRITE_AFTER:
+        assert due
 
 
 @given(

@@ -127,6 +127,7 @@ class Reconciler:
         self.heartbeat: float | None = None  # monotonic time the loop last went round
         self.behind = False  # the last cycle left workloads unvisited: run the next at once
         self.bursting = False  # the last cycle that placed was in a burst
+        self.burst_ended = -math.inf  # monotonic time the last burst ended
         self.placements = RecentPlacements()  # the pods placed within the burst window
         self.skipped: set[str] = set()  # those workloads, first in line next cycle
         self._known_pools: set[str] = set()  # pools with metric series, to drop deleted ones
@@ -296,7 +297,8 @@ class Reconciler:
         inflight = key in self.inflight
         if inflight and unwritten is None:
             return None  # our own pods, not yet in the cache
-        # A burst's end makes every held first write due (Running ones at once).
+        # A burst's end makes the held first writes due: Running ones at once, the others
+        # once the burst has been over for QUIET_AFTER_BURST (tessera.world.first_write_due).
         due = unwritten is not None and (self.bursting, self._first_write_due(unwritten[1]))
         # The pool's spec, not its resourceVersion: the device counts written to its status
         # every few seconds in a burst made every Workload on it a visit (10,000 at a time).
@@ -307,7 +309,15 @@ class Reconciler:
         self, sent: float, phase: str = api.Phase.PLACED.value, news: bool = False
     ) -> bool:
         """Whether an unwritten decision whose pods were sent at monotonic `sent` is due."""
-        return first_write_due(time.monotonic() - sent, self.bursting, phase, news)
+        now = time.monotonic()
+        return first_write_due(now - sent, self.bursting, phase, news, now - self.burst_ended)
+
+    def _burst(self, burst: bool) -> bool:
+        """Keeps whether placement is in a burst, and when the last one ended."""
+        if self.bursting and not burst:
+            self.burst_ended = time.monotonic()
+        self.bursting = burst
+        return burst
 
     def _guard(self, kind: str, fn: Any, *args: Any) -> bool:
         """One object's failure is logged and counted, never stops the loop; False on failure."""
@@ -436,14 +446,14 @@ class Reconciler:
             # A cycle with nothing to place ends a burst only once the last second's cycles
             # placed no more than a burst's worth: a burst's first writes wait for its end.
             before = self.placements.place(time.monotonic(), 0)
-            self.bursting = bursting(self.bursting, 0, before)
+            self._burst(bursting(self.bursting, 0, before))
             return
         with metrics.CYCLE_SECONDS.time():
             decisions = placement.plan(pending, world.snapshot(), now)
         specs = {(p.namespace, p.name): p.spec for p in pending}
         pods = sum(len(d.nodes) for d in decisions if d.placed)
         before = self.placements.place(time.monotonic(), pods)
-        burst = self.bursting = bursting(self.bursting, pods, before)
+        burst = self._burst(bursting(self.bursting, pods, before))
         recorded: list[tuple[str, str]] = []  # (workload, pool) placed (from the writers)
 
         def record(decision: placement.Decision) -> None:
