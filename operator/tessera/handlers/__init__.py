@@ -4,6 +4,8 @@ tessera.handlers.informers feed the serialized reconcile loop. Imports kopf; the
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import gc
 import logging
 import time
@@ -35,6 +37,16 @@ PERIOD = 0.5  # at most two cycles a second: each copies the caches and builds a
 GC_YOUNG = 50_000  # new objects between young collections, not Python's 700 (see start_loop)
 
 
+def release_free_memory() -> None:
+    """Hands the C heap's free pages back to the system (glibc's malloc_trim; elsewhere a
+    no-op). The imports and reading the caches whole, or a burst, free most of what they
+    allocated, yet glibc keeps the pages: over 5,000 nodes the idle operator's RSS measured
+    77.6-80.1 MB against the 80 MB target, and trimming once the caches were filled gave
+    back 1.6 MB (71.1-71.2 MB against 72.7-72.8, no pools, two runs each)."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def _cycle(reconciler: Reconciler, copied: dict[str, Any]) -> None:
     """Builds the World (the arithmetic over the copy) and runs one cycle, off the loop."""
     world = World(
@@ -54,6 +66,7 @@ async def run_loop(
     # Little of what the process holds now is garbage (a full collection here, over 5,000
     # nodes and 18,000 pods, found 37 unreachable objects): frozen, see start_loop.
     gc.freeze()
+    release_free_memory()
     log.info(
         "caches filled in %.1fs; placement loop running every %.0fs or on change",
         time.monotonic() - began, INTERVAL,
@@ -76,8 +89,11 @@ async def run_loop(
             if not leading:
                 await asyncio.to_thread(reconciler.stand_by)
                 continue  # standing by, caches warm
+        bursting = reconciler.bursting
         try:
             await asyncio.to_thread(_cycle, reconciler, informers.copy())
+            if bursting and not reconciler.bursting:
+                release_free_memory()  # what the burst freed
         except Exception:
             log.exception("reconcile cycle failed; retrying")
             await asyncio.sleep(INTERVAL)
