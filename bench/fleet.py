@@ -120,10 +120,10 @@ class Bench:
         pids = {**self.cluster.pids, "bench": os.getpid()}
         operator = getattr(self, "operator", None)
         if operator is not None and operator.proc is not None and operator.proc.poll() is None:
-            pids["operator"] = operator.pid
+            pids[report.OPERATOR["tessera"]] = operator.pid
         floor = getattr(self, "floor_operator", None)
         if floor is not None and floor.pid is not None:
-            pids["floor operator"] = floor.pid
+            pids[report.OPERATOR["floor"]] = floor.pid
         return pids
 
     def cpu_in(self, start: float, end: float | None) -> dict[str, Any]:

@@ -201,7 +201,8 @@ SIDES = (("tessera", "Tessera"), ("floor", "floor"), ("baseline", "bare schedule
 CREATED = {"tessera": "operatorPodsCreatedPerSecond", "floor": "podsCreatedPerSecond"}
 
 
-OPERATOR = {"tessera": "operator", "floor": "floor operator"}  # its name in byProcess
+# Each side's operator process, by the name its CPU is sampled under (`byProcess`).
+OPERATOR = {"tessera": "operator", "floor": "floor operator"}
 
 
 def _p50_p99(summary: Any) -> str:

@@ -89,10 +89,10 @@ async def run_loop(
             if not leading:
                 await asyncio.to_thread(reconciler.stand_by)
                 continue  # standing by, caches warm
-        bursting = reconciler.bursting
+        ended = reconciler.burst_ended
         try:
             await asyncio.to_thread(_cycle, reconciler, informers.copy())
-            if bursting and not reconciler.bursting:
+            if reconciler.burst_ended != ended:
                 release_free_memory()  # what the burst freed
         except Exception:
             log.exception("reconcile cycle failed; retrying")
