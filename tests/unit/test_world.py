@@ -7,6 +7,7 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -497,6 +498,33 @@ def test_a_burst_counts_the_pods_of_the_last_second_however_cycles_split_them() 
     assert not bursting(True, 7, 57)
 
 
+def test_a_burst_is_known_by_its_first_large_cycle() -> None:
+    """At a burst's start the window is not full: 40 pods seen pending over 0.3 s are a
+    burst (over 32 in half a second), not 40 or 64 over the whole window, nor 32 at once."""
+    assert bursting(False, 40, 8, span=0.3)
+    assert not bursting(False, 40, 8)  # the same pods over a whole second: 48 a second
+    assert not bursting(False, 32, 0, span=0.0)  # a batch of 32 at once is not one
+    assert bursting(False, 33, 0, span=0.0)
+    assert not bursting(False, 48, 0, span=0.8)  # over 51.2 at 0.8 s: not over it
+    assert bursting(False, 52, 0, span=0.8)
+    assert not bursting(False, 64, 0, span=5.0)  # long pending: counted over the window
+
+
+def test_the_window_spans_from_its_first_pod_seen_pending() -> None:
+    recent = RecentPlacements()
+    assert recent.span(100.0) == 0.0  # nothing placed yet
+    recent.place(100.0, 0)
+    assert recent.span(100.1) == 0.0  # a cycle that placed nothing counts for nothing
+    recent.place(100.2, 8, since=100.15)
+    assert recent.span(100.2) == pytest.approx(0.05)
+    recent.place(100.5, 40, since=100.4)
+    assert recent.span(100.5) == pytest.approx(0.35)  # from the first cycle's first pod
+    recent.place(101.3, 5)  # 100.2 has left the window
+    assert recent.span(101.3) == pytest.approx(0.9)
+    recent.place(103.0, 2)  # when not said, first seen when placed
+    assert recent.span(103.0) == 0.0
+
+
 def test_the_window_holds_the_pods_of_the_cycles_of_the_last_second() -> None:
     recent = RecentPlacements()
     assert recent.place(100.0, 40) == 0
@@ -584,3 +612,23 @@ def test_a_burst_is_monotonic_in_the_placements(was: bool, placed: int, before: 
         assert bursting(was, placed + 1, before)
         assert bursting(was, placed, before + 1)
     assert bursting(was, placed, before) or placed + before <= 64
+
+
+@given(
+    st.booleans(),
+    st.integers(min_value=0, max_value=200),
+    st.integers(0, 200),
+    st.floats(0.0, 10.0),
+    st.floats(0.0, 10.0),
+)
+def test_a_burst_over_a_shorter_span_is_still_one(
+    was: bool, placed: int, before: int, span: float, shorter: float
+) -> None:
+    """The same pods seen pending over less time are never less of a burst; up to 32 never
+    start one and over 64 always are one, whatever the span."""
+    if bursting(was, placed, before, span):
+        assert bursting(was, placed, before, min(span, shorter))
+    if placed + before > 64:
+        assert bursting(was, placed, before, span)
+    if placed + before <= 32 and not was:
+        assert not bursting(was, placed, before, span)

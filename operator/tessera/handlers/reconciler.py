@@ -127,8 +127,10 @@ class Reconciler:
         self.heartbeat: float | None = None  # monotonic time the loop last went round
         self.behind = False  # the last cycle left workloads unvisited: run the next at once
         self.bursting = False  # the last cycle that placed was in a burst
+        self.placing = False  # the last cycle placed pods: the loop runs the next sooner
         self.burst_ended = -math.inf  # monotonic time the last burst ended
         self.placements = RecentPlacements()  # the pods placed within the burst window
+        self.pending_since: dict[str, float] = {}  # unplaced workload -> monotonic first seen
         self.skipped: set[str] = set()  # those workloads, first in line next cycle
         self._known_pools: set[str] = set()  # pools with metric series, to drop deleted ones
         # Pods created but not yet in the cache (namespace/name -> monotonic time, workload
@@ -428,6 +430,8 @@ class Reconciler:
             and world.placement_of(key) is None
             and not world.stale_pods(key)  # placed again once they are gone (same names)
         }
+        clock = time.monotonic()
+        self.pending_since = {key: self.pending_since.get(key, clock) for key in unplaced}
         for _, facts in sorted(unplaced.items()):
             spec = self._spec(facts, now)
             if spec is None:
@@ -442,18 +446,30 @@ class Reconciler:
                     excluded_pools=excluded,
                 )
             )
+        self.placing = False
         if not pending:
             # A cycle with nothing to place ends a burst only once the last second's cycles
             # placed no more than a burst's worth: a burst's first writes wait for its end.
-            before = self.placements.place(time.monotonic(), 0)
-            self._burst(bursting(self.bursting, 0, before))
+            clock = time.monotonic()
+            before = self.placements.place(clock, 0)
+            self._burst(bursting(self.bursting, 0, before, self.placements.span(clock)))
             return
         with metrics.CYCLE_SECONDS.time():
             decisions = placement.plan(pending, world.snapshot(), now)
         specs = {(p.namespace, p.name): p.spec for p in pending}
         pods = sum(len(d.nodes) for d in decisions if d.placed)
-        before = self.placements.place(time.monotonic(), pods)
-        burst = self._burst(bursting(self.bursting, pods, before))
+        self.placing = pods > 0
+        clock = time.monotonic()
+        since = min(
+            (
+                self.pending_since.get(f"{d.namespace}/{d.name}", clock)
+                for d in decisions
+                if d.placed
+            ),
+            default=None,
+        )
+        before = self.placements.place(clock, pods, since)
+        burst = self._burst(bursting(self.bursting, pods, before, self.placements.span(clock)))
         recorded: list[tuple[str, str]] = []  # (workload, pool) placed (from the writers)
 
         def record(decision: placement.Decision) -> None:
