@@ -478,24 +478,26 @@ def test_a_gang_falls_back_once_a_pod_is_unschedulable_or_refused_past_the_limit
     )
 
 
-def test_a_burst_starts_over_64_pods_and_lasts_while_8_or_more_follow() -> None:
+def test_a_burst_starts_over_64_pods_and_lasts_while_16_a_second_follow() -> None:
     assert not bursting(False, 64, 0)
     assert bursting(False, 65, 0)
     assert bursting(True, 64, 0)  # a steady stream near the threshold stays one burst
-    assert bursting(True, 8, 0)
-    assert not bursting(True, 7, 0)
+    assert bursting(True, 16, 0)
+    assert not bursting(True, 15, 0)
+    assert bursting(True, 0, 16)  # a cycle that placed nothing within the stream
+    assert bursting(True, 2, 14)  # nor one that placed few
     assert not bursting(True, 0, 0)
-    assert not bursting(False, 8, 0)  # a trickle never starts one
+    assert not bursting(False, 16, 0)  # a trickle never starts one
 
 
 def test_a_burst_counts_the_pods_of_the_last_second_however_cycles_split_them() -> None:
     """80 pods a second decided every half second (ten gangs of 4 a cycle) is a burst by
-    its second cycle; it ends once the window and the cycle both fall short."""
+    its second cycle; it ends once the window holds fewer than 16."""
     assert not bursting(False, 40, 0)
     assert bursting(False, 40, 40)
     assert not bursting(False, 30, 34)  # 64 within the window: not over it
     assert bursting(True, 7, 100)  # within a second of the stream
-    assert not bursting(True, 7, 57)
+    assert not bursting(True, 7, 8)
 
 
 def test_a_burst_is_known_by_its_first_large_cycle() -> None:

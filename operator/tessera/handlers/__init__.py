@@ -37,9 +37,9 @@ PERIOD = 0.5  # at most two cycles a second: each copies the caches and builds a
 # While cycles place workloads (a burst), one every PLACING_PERIOD: an arrival waits for the
 # next cycle, half a period on average. Over 1,000 nodes a burst's cycle took 10-25 ms of
 # the loop's CPU and 15-50 ms in all, so five a second cost the loop under a tenth of a
-# core. In four default bursts against four at 0.5 s and the old burst rule (alternating),
-# a single's creation to its pod's creation, less the floor's, fell from 0.72-1.80 s to
-# -0.18-0.63 s (bench/README.md, the twentieth round).
+# core. In default bursts (five, against four at 0.5 s and the old burst rule), a single's
+# creation to its pod's creation, less the floor's in the same run, fell from 0.72-1.80 s
+# (median 0.85) to -0.18-0.72 s (median 0.43) (bench/README.md, the twentieth round).
 PLACING_PERIOD = 0.2
 GC_YOUNG = 50_000  # new objects between young collections, not Python's 700 (see start_loop)
 
