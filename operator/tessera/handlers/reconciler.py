@@ -449,7 +449,7 @@ class Reconciler:
         self.placing = False
         if not pending:
             # A cycle with nothing to place ends a burst only once the last second's cycles
-            # placed no more than a burst's worth: a burst's first writes wait for its end.
+            # placed fewer than BURST_LASTS pods: a burst's first writes wait for its end.
             clock = time.monotonic()
             before = self.placements.place(clock, 0)
             self._burst(bursting(self.bursting, 0, before, self.placements.span(clock)))
