@@ -862,6 +862,11 @@ class RecentPlacements:
         self._cycles.append((now, pods, now if since is None else since))
         return before
 
+    @property
+    def placing(self) -> bool:
+        """Whether the last cycle recorded placed pods."""
+        return bool(self._cycles) and self._cycles[-1][1] > 0
+
     def span(self, now: float) -> float:
         """Seconds since the first pod the window holds was seen pending (0 if none)."""
         return now - min((s for _, n, s in self._cycles if n), default=now)

@@ -515,16 +515,21 @@ def test_a_burst_is_known_by_its_first_large_cycle() -> None:
 def test_the_window_spans_from_its_first_pod_seen_pending() -> None:
     recent = RecentPlacements()
     assert recent.span(100.0) == 0.0  # nothing placed yet
+    assert not recent.placing
     recent.place(100.0, 0)
     assert recent.span(100.1) == 0.0  # a cycle that placed nothing counts for nothing
+    assert not recent.placing
     recent.place(100.2, 8, since=100.15)
     assert recent.span(100.2) == pytest.approx(0.05)
+    assert recent.placing  # the last cycle placed: the loop runs the next sooner
     recent.place(100.5, 40, since=100.4)
     assert recent.span(100.5) == pytest.approx(0.35)  # from the first cycle's first pod
     recent.place(101.3, 5)  # 100.2 has left the window
     assert recent.span(101.3) == pytest.approx(0.9)
     recent.place(103.0, 2)  # when not said, first seen when placed
     assert recent.span(103.0) == 0.0
+    recent.place(103.2, 0)
+    assert not recent.placing
 
 
 def test_the_window_holds_the_pods_of_the_cycles_of_the_last_second() -> None:

@@ -81,7 +81,7 @@ async def run_loop(
     )  # fmt: skip
     changed = informers.changed
     while not stop.is_set():
-        period = PLACING_PERIOD if reconciler.placing else PERIOD
+        period = PLACING_PERIOD if reconciler.placements.placing else PERIOD
         await asyncio.sleep(max(0.0, (reconciler.heartbeat or 0.0) + period - time.monotonic()))
         if not reconciler.behind:
             await asyncio.to_thread(changed.wait, INTERVAL)

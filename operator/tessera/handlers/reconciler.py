@@ -127,7 +127,6 @@ class Reconciler:
         self.heartbeat: float | None = None  # monotonic time the loop last went round
         self.behind = False  # the last cycle left workloads unvisited: run the next at once
         self.bursting = False  # the last cycle that placed was in a burst
-        self.placing = False  # the last cycle placed pods: the loop runs the next sooner
         self.burst_ended = -math.inf  # monotonic time the last burst ended
         self.placements = RecentPlacements()  # the pods placed within the burst window
         self.pending_since: dict[str, float] = {}  # unplaced workload -> monotonic first seen
@@ -446,11 +445,9 @@ class Reconciler:
                     excluded_pools=excluded,
                 )
             )
-        self.placing = False
         if not pending:
             # A cycle with nothing to place ends a burst only once the last second's cycles
             # placed fewer than BURST_LASTS pods: a burst's first writes wait for its end.
-            clock = time.monotonic()
             before = self.placements.place(clock, 0)
             self._burst(bursting(self.bursting, 0, before, self.placements.span(clock)))
             return
@@ -458,7 +455,6 @@ class Reconciler:
             decisions = placement.plan(pending, world.snapshot(), now)
         specs = {(p.namespace, p.name): p.spec for p in pending}
         pods = sum(len(d.nodes) for d in decisions if d.placed)
-        self.placing = pods > 0
         clock = time.monotonic()
         since = min(
             (
@@ -466,7 +462,7 @@ class Reconciler:
                 for d in decisions
                 if d.placed
             ),
-            default=None,
+            default=clock,
         )
         before = self.placements.place(clock, pods, since)
         burst = self._burst(bursting(self.bursting, pods, before, self.placements.span(clock)))
