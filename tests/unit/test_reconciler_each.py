@@ -1,4 +1,5 @@
-"""Reconciler._each: the writers share one queue of items, and a deadline leaves the rest."""
+"""Reconciler._each: the writers share one queue of items, and a deadline leaves the rest;
+Reconciler._write_pools: pool status writes go on beside the cycle."""
 
 from __future__ import annotations
 
@@ -49,20 +50,40 @@ def test_items_that_are_none_are_run_too() -> None:
     assert sorted(seen, key=repr) == [0, None, None]
 
 
-def test_writers_caps_how_many_items_run_at_once() -> None:
-    # The pools' status patches run POOL_WRITERS at a time: each request in flight holds a
-    # connection, and connections stay open.
-    running, peak = 0, 0
+def test_pool_writes_go_on_beside_the_cycle_pool_writers_at_a_time() -> None:
+    # The pools' status patches run on threads of their own, POOL_WRITERS at a time (each
+    # request in flight holds a connection, and connections stay open); the cycle waits for
+    # none of them, and a pool whose last write is still in flight is not sent again.
+    r = reconciler()
+    running, peak, written = 0, 0, []
     lock = threading.Lock()
+    release = threading.Event()
 
-    def fn(_: int) -> None:
+    def update(world: Any, name: str, status: dict[str, Any]) -> None:
         nonlocal running, peak
         with lock:
             running += 1
             peak = max(peak, running)
-        time.sleep(0.005)
+        release.wait(10)
         with lock:
             running -= 1
+            written.append(name)
 
-    assert reconciler()._each(fn, range(40), writers=POOL_WRITERS) == []
-    assert 1 < peak <= POOL_WRITERS
+    r._update_pool = update  # type: ignore[method-assign]
+    statuses: dict[str, dict[str, Any]] = {f"pool-{i:02d}": {} for i in range(20)}
+    began = time.monotonic()
+    r._write_pools(cast(Any, None), statuses)
+    assert time.monotonic() - began < 1, "returned while every write is held"
+    deadline = time.monotonic() + 5
+    while peak < POOL_WRITERS and time.monotonic() < deadline:
+        time.sleep(0.01)
+    r._write_pools(cast(Any, None), statuses)  # all 20 still in flight: none sent twice
+    release.set()
+    for future in list(r._pool_writes.values()):
+        future.result(10)
+    assert sorted(written) == sorted(statuses)
+    assert peak == POOL_WRITERS
+    r._write_pools(cast(Any, None), {"pool-00": {}})  # its write is done: sent again
+    for future in list(r._pool_writes.values()):
+        future.result(10)
+    assert sorted(written) == sorted([*statuses, "pool-00"])
