@@ -1,5 +1,4 @@
-"""Reconciler._each: the writers share one queue of items, and a deadline leaves the rest;
-Reconciler._write_pools: pool status writes go on beside the cycle."""
+"""Reconciler._each: the writers share one queue of items, and a deadline leaves the rest."""
 
 from __future__ import annotations
 
@@ -7,7 +6,7 @@ import threading
 import time
 from typing import Any, cast
 
-from tessera.handlers.reconciler import POOL_WRITERS, WRITERS, Reconciler
+from tessera.handlers.reconciler import WRITERS, Reconciler
 
 
 def reconciler() -> Reconciler:
@@ -48,42 +47,3 @@ def test_items_that_are_none_are_run_too() -> None:
     seen: list[Any] = []
     reconciler()._each(seen.append, [None, 0, None])
     assert sorted(seen, key=repr) == [0, None, None]
-
-
-def test_pool_writes_go_on_beside_the_cycle_pool_writers_at_a_time() -> None:
-    # The pools' status patches run on threads of their own, POOL_WRITERS at a time (each
-    # request in flight holds a connection, and connections stay open); the cycle waits for
-    # none of them, and a pool whose last write is still in flight is not sent again.
-    r = reconciler()
-    running, peak, written = 0, 0, []
-    lock = threading.Lock()
-    release = threading.Event()
-
-    def update(world: Any, name: str, status: dict[str, Any]) -> None:
-        nonlocal running, peak
-        with lock:
-            running += 1
-            peak = max(peak, running)
-        release.wait(10)
-        with lock:
-            running -= 1
-            written.append(name)
-
-    r._update_pool = update  # type: ignore[method-assign]
-    statuses: dict[str, dict[str, Any]] = {f"pool-{i:02d}": {} for i in range(20)}
-    began = time.monotonic()
-    r._write_pools(cast(Any, None), statuses)
-    assert time.monotonic() - began < 1, "returned while every write is held"
-    deadline = time.monotonic() + 5
-    while peak < POOL_WRITERS and time.monotonic() < deadline:
-        time.sleep(0.01)
-    r._write_pools(cast(Any, None), statuses)  # all 20 still in flight: none sent twice
-    release.set()
-    for future in list(r._pool_writes.values()):
-        future.result(10)
-    assert sorted(written) == sorted(statuses)
-    assert peak == POOL_WRITERS
-    r._write_pools(cast(Any, None), {"pool-00": {}})  # its write is done: sent again
-    for future in list(r._pool_writes.values()):
-        future.result(10)
-    assert sorted(written) == sorted([*statuses, "pool-00"])
