@@ -366,6 +366,17 @@ class WorldCache:
     promised: dict[
         str, tuple[ObjectFacts | None, Placed, tuple[PodFacts, ...], tuple[tuple[str, int], ...]]
     ] = field(default_factory=dict)
+    # Per node: the NodeState placement last saw, with what it was built from (facts, devices,
+    # free devices, releases), reused while those are the same. A burst's cycle changes a few
+    # dozen nodes; building all 5,000 NodeStates each cycle was 14 % of the operator's CPU
+    # in a large singles burst (py-spy). Emptied when placement has nothing to do
+    # (`forget_node_states`): 5,000 NodeStates hold about 2 MB.
+    states: dict[str, tuple[NodeFacts, int, int, tuple[Release, ...], NodeState]] = field(
+        default_factory=dict
+    )
+
+    def forget_node_states(self) -> None:
+        self.states = {}
 
 
 @dataclass
@@ -401,6 +412,8 @@ class World:
         self._with_free: dict[str, PoolState] = {}
         self.rebuilt: set[str] = set()  # pools whose nodes or spec changed since the cache
         self.base = {name: self._base(name, spec) for name, spec in self.pool_specs.items()}
+        if len(self.cache.states) > len(self.nodes):  # nodes deleted
+            self.cache.states = {n: s for n, s in self.cache.states.items() if n in self.nodes}
         self.used = self._used()
         self.reserved = self._reserved()
         self.releases = self._releases()
@@ -572,11 +585,19 @@ class World:
             return self._with_free[pool]
         resource = first.accelerator.resource_name
         states = []
+        cache = self.cache.states
         for name in self.members.get(pool, []):
             node = self.nodes[name]
             have = node.allocatable.get(resource, 0)
             free = min(have, self.free(name, resource))
-            states.append(_node_state(node, have, free, tuple(self.releases.get(name, ()))))
+            releases = tuple(self.releases.get(name, ()))
+            hit = cache.get(name)
+            if hit is not None and hit[0] is node and hit[1:4] == (have, free, releases):
+                states.append(hit[4])
+                continue
+            state = _node_state(node, have, free, releases)
+            cache[name] = (node, have, free, releases, state)
+            states.append(state)
         self._with_free[pool] = first.model_copy(update={"nodes": tuple(states)})
         return self._with_free[pool]
 
@@ -635,7 +656,7 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
     if name in world.pool_errors:
         cond = condition("Ready", False, "InvalidSpec", world.pool_errors[name], gen, old, now)
         return {"observedGeneration": gen, "conditions": [cond]}
-    state = world.pool_state(name)
+    state = world.base[name]  # the resolution: the counts below need no NodeStates
     acc = state.accelerator
     nodes = [world.nodes[n] for n in world.members[name]]
     ready = [n for n in nodes if n.ready]

@@ -458,6 +458,46 @@ def test_a_pool_status_write_keeps_the_cached_membership_and_resolution() -> Non
     assert edited.accelerator("h100").model == "H100-PCIe-80GB"
 
 
+def test_a_node_state_is_reused_while_its_node_and_free_devices_stay_the_same() -> None:
+    """Placement's NodeStates are carried from World to World: a burst's cycle changes a
+    few nodes of thousands, and only those are built again."""
+
+    def node(name: str, devices: str = "8") -> Any:
+        return node_facts(
+            {
+                "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "H100"}},
+                "status": {"allocatable": {"nvidia.com/gpu": devices}},
+            }
+        )
+
+    pool = object_facts(
+        {
+            "metadata": {"name": "h100", "resourceVersion": "1", "generation": 1},
+            "spec": {
+                "accelerator": {"vendor": "nvidia", "model": "H100-SXM5-80GB"},
+                "nodeSelector": {"matchLabels": {"nvidia.com/gpu.product": "H100"}},
+            },
+        }
+    )
+    cache = WorldCache()
+
+    def states(nodes: dict[str, Any]) -> dict[str, Any]:
+        world = World(nodes=nodes, pods=[], pools={"h100": pool}, workloads={}, namespaces={},
+                      cache=cache)  # fmt: skip
+        return {n.name: n for p in world.snapshot().pools for n in p.nodes}
+
+    nodes = {"n0": node("n0"), "n1": node("n1"), "n2": node("n2")}
+    first = states(nodes)
+    again = states(dict(nodes))
+    assert all(again[n] is first[n] for n in nodes)
+    changed = states({**nodes, "n1": node("n1", devices="4")})
+    assert changed["n0"] is first["n0"] and changed["n2"] is first["n2"]
+    assert changed["n1"] is not first["n1"] and changed["n1"].allocatable == 4
+    assert set(states({"n0": nodes["n0"]})) == {"n0"} and set(cache.states) == {"n0"}
+    cache.forget_node_states()
+    assert states({"n0": nodes["n0"]})["n0"] is not first["n0"]
+
+
 def test_a_gang_falls_back_once_a_pod_is_unschedulable_or_refused_past_the_limit() -> None:
     def stuck(seconds: float, node: str = "") -> PodFacts:
         return dataclasses.replace(
