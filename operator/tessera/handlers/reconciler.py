@@ -394,8 +394,8 @@ class Reconciler:
         s each POOL_DEVICES_EVERY over 8 pools, longer over 20. POOL_WRITERS at a time: each
         request in flight opens a connection that stays open, and 20 at once cost an idle
         operator over 5,000 nodes 1.4-2.5 MB. A pool whose last write is still in flight is
-        left out; that write changes the pool, so its status is computed again once the
-        cache shows it (`_pool_statuses`)."""
+        left out: its status goes out with the next statuses computed, within
+        POOL_DEVICES_EVERY (`_pool_statuses`)."""
         self._pool_writes = {n: f for n, f in self._pool_writes.items() if not f.done()}
         for name, status in statuses.items():
             if name not in self._pool_writes:
