@@ -46,15 +46,25 @@ build "$K8S_BIN" kubernetes "$k8s_ld" \
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 build "$ETCD_BIN" kubernetes "" tessera.dev/hack/tools/kubernetes/etcd
 build "$KWOK_BIN" kwok "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" sigs.k8s.io/kwok/cmd/kwok
-# kwok ships no built-in stages: take upstream's "fast" node and pod stages (nodes Ready
-# with heartbeats, bound pods Running, Job pods Succeeded, deleted pods finalised) from
-# the pinned module and keep them beside the binary.
-if [[ ! -f "${KWOK_BIN}/stages.yaml" ]]; then
+# kwok ships no built-in stages: take upstream's node and pod stages from the pinned module
+# and keep them beside the binary: nodes made Ready, bound pods Running, Job pods
+# Succeeded, deleted pods finalised. Node status is re-sent every 10 minutes (the stage
+# upstream pairs with node Leases), not every 20-25 s as in its "fast" heartbeat: no node
+# lifecycle controller runs here (hack/cluster.py CONTROLLERS), so nothing reads a
+# heartbeat, and at 5,000 nodes those 223 status PATCHes a second kept 1.8 of the
+# machine's 2 CPUs busy (API server, kwok, etcd) before any workload. The file's first
+# line names the stages, so a cache written with another list is written again.
+kwok_stages=(node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+             pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml)
+stages_header="# kwok stages: ${kwok_stages[*]}"
+if [[ "$(head -n 1 "${KWOK_BIN}/stages.yaml" 2>/dev/null)" != "$stages_header" ]]; then
   kwok_src="$(cd "${HACK_DIR}/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
-  for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
-           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
-    cat "${kwok_src}/kustomize/stage/${f}"; echo "---"
-  done > "${KWOK_BIN}/stages.yaml.tmp"
+  {
+    echo "$stages_header"
+    for f in "${kwok_stages[@]}"; do
+      cat "${kwok_src}/kustomize/stage/${f}"; echo "---"
+    done
+  } > "${KWOK_BIN}/stages.yaml.tmp"
   mv "${KWOK_BIN}/stages.yaml.tmp" "${KWOK_BIN}/stages.yaml"
   log "kwok stages written to ${KWOK_BIN}/stages.yaml"
 fi
