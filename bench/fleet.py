@@ -191,20 +191,25 @@ class Bench:
         )
 
     def idle_figures(self) -> dict[str, Any]:
-        """The warm operator's memory, and its CPU over a quiet period, before any workload."""
-        before = self.operator.figures()
+        """The warm operator's memory, and its CPU over a quiet period, before any workload;
+        and every process's CPU in that period: what the fleet costs the machine at rest
+        (the test bed's own load, which every side of the run shares)."""
+        before, start = self.operator.figures(), time.monotonic()
         time.sleep(self.args.warm_seconds)
-        after = self.operator.figures()
+        after, machine = self.operator.figures(), self.cpu_in(start, time.monotonic())
         cpu = after["cpuSeconds"] - before["cpuSeconds"]
+        by_process = ", ".join(f"{k} {v:.2f}" for k, v in machine["byProcess"].items())
         self.say(
             f"operator idle: RSS {after['rssMB']:.1f} MB, {cpu:.2f} CPU s "
-            f"in {self.args.warm_seconds:g} s"
+            f"in {self.args.warm_seconds:g} s; the machine at rest: {machine['busyCpus']:.2f} "
+            f"CPUs busy ({by_process} CPU s)"
         )
         return {
             "rssMB": round(after["rssMB"], 1),
             "peakRssMB": round(after["peakRssMB"], 1),
             "cpuSeconds": round(cpu, 2),
             "seconds": self.args.warm_seconds,
+            "machineCpuSeconds": machine,
         }
 
     # --- namespaces and watches -----------------------------------------------------------
@@ -367,6 +372,7 @@ class Bench:
             "createdToBound": m.summary(to_bound),
             "podsBoundPerSecond": m.rate(pods, first, last_bound),
             "unbound": len(unbound),
+            "slowest": m.slowest(phase.starts, members, created, bound, phase.sizes),
             "cpuSeconds": self.cpu_in(first, last_bound),
             "samples": {
                 "createdToPodsCreated": sorted(round(x, 4) for x in to_created),
@@ -399,6 +405,16 @@ class Bench:
             f"  {title}: {r['pods']} pods bound at {r['podsBoundPerSecond']} pods/s; "
             f"creation to all bound p50 {b['p50']} s, p99 {b['p99']} s, max {b['max']} s"
         )
+        if (tail := r["slowest"])["n"]:
+            at, made, bind = (
+                tail[k] for k in ("createdAtOffset", "toPodsCreated", "podsCreatedToBound")
+            )
+            self.say(
+                f"  slowest {tail['n']}: created {tail['earliestCreatedAtOffset']}-{at['max']} s "
+                f"into the burst (p50 {at['p50']}); "
+                f"pods created after p50 {made['p50']} s (max {made['max']}), "
+                f"bound p50 {bind['p50']} s later (max {bind['max']})"
+            )
         if cpu := r["cpuSeconds"]:
             parts = ", ".join(f"{n} {c:.1f}" for n, c in cpu["byProcess"].items())
             self.say(

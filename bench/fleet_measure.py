@@ -356,6 +356,39 @@ def group_latencies(
     return done, missing
 
 
+def slowest(
+    starts: Mapping[str, float],
+    members: Mapping[str, list[str]],
+    created: Mapping[str, float],
+    bound: Mapping[str, float],
+    sizes: Mapping[str, int],
+    share: float = 0.01,
+) -> dict[str, Any]:
+    """Where the slowest `share` of a burst's bound workloads lost their time: when in the
+    burst each was created (seconds after the first create), creation to its last pod
+    created, and that to its last pod bound. A tail made mid-burst by a few workloads points
+    at a retry or a queue; one made by the last ones created, at throughput."""
+    split = []
+    for name, start in starts.items():
+        pods = members.get(name, [])
+        made = [created[p] for p in pods if p in created]
+        done = [bound[p] for p in pods if p in bound]
+        if len(done) >= sizes[name] and len(made) >= sizes[name]:
+            split.append((max(done) - start, start, max(made) - start))
+    if not split:
+        return {"n": 0}
+    split.sort(reverse=True)
+    tail = split[: max(1, round(len(split) * share))]
+    first = min(starts.values())
+    return {
+        "n": len(tail),
+        "createdAtOffset": summary(start - first for _, start, _ in tail),
+        "earliestCreatedAtOffset": round(min(start for _, start, _ in tail) - first, 3),
+        "toPodsCreated": summary(made for _, _, made in tail),
+        "podsCreatedToBound": summary(total - made for total, _, made in tail),
+    }
+
+
 # --- integrity after a restart ----------------------------------------------------------------
 
 

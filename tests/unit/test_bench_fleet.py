@@ -268,6 +268,21 @@ def test_group_latencies_wait_for_every_pod_of_a_gang() -> None:
     assert missing == ["b"]
 
 
+def test_slowest_splits_the_tail_into_creating_and_binding() -> None:
+    starts = {f"w{i}": float(i) for i in range(100)}
+    members = {w: [f"{w}-0"] for w in starts}
+    created = {f"{w}-0": t + 0.1 for w, t in starts.items()}
+    bound = {f"{w}-0": t + 0.2 for w, t in starts.items()}
+    bound["w40-0"] = 40 + 9.1  # one slow mid-burst: it waited after its pod was created
+    del bound["w7-0"]  # unbound workloads are not in the tail
+    tail = m.slowest(starts, members, created, bound, {w: 1 for w in starts})
+    assert tail["n"] == 1
+    assert tail["earliestCreatedAtOffset"] == 40.0
+    assert tail["toPodsCreated"]["max"] == 0.1
+    assert tail["podsCreatedToBound"]["max"] == 9.0
+    assert m.slowest(starts, members, created, {}, {w: 1 for w in starts}) == {"n": 0}
+
+
 # --- integrity --------------------------------------------------------------------------------
 
 
