@@ -337,6 +337,12 @@ class WorkloadTracker:
             return len(self.placed), len(self.running), len(self.ready), len(self.live)
 
 
+def _last(pods: list[str], times: Mapping[str, float], size: int) -> float | None:
+    """The last of a workload's `size` pods' `times`; None while any is missing."""
+    stamps = [times[p] for p in pods if p in times]
+    return max(stamps) if len(stamps) >= size else None
+
+
 def group_latencies(
     starts: Mapping[str, float],
     members: Mapping[str, list[str]],
@@ -347,12 +353,11 @@ def group_latencies(
     `times`; and the workloads that have not got there."""
     done, missing = [], []
     for name, start in starts.items():
-        pods = members.get(name, [])
-        stamps = [times[p] for p in pods if p in times]
-        if len(stamps) < sizes[name]:
+        last = _last(members.get(name, []), times, sizes[name])
+        if last is None:
             missing.append(name)
         else:
-            done.append(max(stamps) - start)
+            done.append(last - start)
     return done, missing
 
 
@@ -371,10 +376,9 @@ def slowest(
     split = []
     for name, start in starts.items():
         pods = members.get(name, [])
-        made = [created[p] for p in pods if p in created]
-        done = [bound[p] for p in pods if p in bound]
-        if len(done) >= sizes[name] and len(made) >= sizes[name]:
-            split.append((max(done) - start, start, max(made) - start))
+        made, done = _last(pods, created, sizes[name]), _last(pods, bound, sizes[name])
+        if made is not None and done is not None:
+            split.append((done - start, start, made - start))
     if not split:
         return {"n": 0}
     split.sort(reverse=True)
