@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -154,13 +155,17 @@ def test_vendor_variant_swaps_image_and_env(ns: Kubectl) -> None:
 
 
 def test_batch_workloads_end_succeeded_or_failed(ns: Kubectl) -> None:
-    ok = {"tessera.dev/simulated-runtime-ms": "1000"}
+    ok = {"tessera.dev/simulated-runtime-ms": "5000"}
     bad = {**ok, "tessera.dev/simulated-exit-code": "3"}
     ns.apply(
         workload("done", replicas=2, count=1, vendors=["google"], annotations=ok),
         workload("broken", count=1, vendors=["google"], annotations=bad),
     )
     wait_for("done Succeeded", lambda: ns.status("done").get("phase") == "Succeeded", 60)
+    for pod in ns.pods(**{"tessera.dev/workload": "done"}):  # ran as long as it said
+        started = datetime.fromisoformat(pod["status"]["startTime"])
+        ended = pod["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"]
+        assert (datetime.fromisoformat(ended) - started).total_seconds() >= 4, pod["status"]
     wait_for("broken Failed", lambda: ns.status("broken").get("phase") == "Failed", 60)
     assert ns.condition("done", "Complete")["status"] == "True"  # type: ignore[index]
     failed = ns.condition("broken", "Failed")
