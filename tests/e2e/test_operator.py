@@ -162,7 +162,9 @@ def test_batch_workloads_end_succeeded_or_failed(ns: Kubectl) -> None:
         workload("broken", count=1, vendors=["google"], annotations=bad),
     )
     wait_for("done Succeeded", lambda: ns.status("done").get("phase") == "Succeeded", 60)
-    for pod in ns.pods(**{"tessera.dev/workload": "done"}):  # ran as long as it said
+    pods = ns.pods(**{"tessera.dev/workload": "done"})
+    assert len(pods) == 2
+    for pod in pods:  # ran as long as it said
         started = datetime.fromisoformat(pod["status"]["startTime"])
         ended = pod["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"]
         assert (datetime.fromisoformat(ended) - started).total_seconds() >= 4, pod["status"]
