@@ -180,3 +180,46 @@ def test_every_cache_fills_and_copies_as_the_world_reads_it(
         assert len(read) == 5
     finally:
         informers.stop()
+
+
+def test_a_new_workload_says_it_arrived_and_a_change_to_one_does_not(
+    kube: Kube, namespace: str, crds: list[str]
+) -> None:
+    """`arrived` cuts the loop's wait for its next cycle (tessera.handlers.PERIOD): it is set
+    by a Workload new to the cache, not by a change to one already there, nor by pods."""
+    informers = Informers(kube, [namespace])
+    informers.start()
+    workloads = f"/apis/tessera.dev/v1alpha1/namespaces/{namespace}/workloads"
+    body = {
+        "apiVersion": "tessera.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": "w"},
+        "spec": {
+            "accelerator": {"count": 1},
+            "template": {"spec": {"containers": [{"name": "main", "image": "train:1.0"}]}},
+        },
+    }
+    try:
+        done = threading.Thread(target=informers.wait_synced, daemon=True)
+        done.start()
+        done.join(30)
+        assert not done.is_alive()
+        informers.changed.clear()
+        kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod("p", 1))
+        assert informers.changed.wait(30)
+        assert not informers.arrived.is_set()  # a pod is not an arrival
+
+        kube.request("POST", workloads, body)
+        assert informers.arrived.wait(30)
+        wait_for("the Workload", lambda: f"{namespace}/w" in informers.copy()["workloads"])
+
+        informers.arrived.clear()
+        informers.changed.clear()
+        kube.request(
+            "PATCH", f"{workloads}/w/status", {"status": {"message": "seen"}},
+            content_type="application/merge-patch+json",
+        )  # fmt: skip
+        assert informers.changed.wait(30)
+        assert not informers.arrived.is_set()  # a change to a known Workload is not either
+    finally:
+        informers.stop()

@@ -32,8 +32,15 @@ WATCHED = (
 )
 
 INTERVAL = 2.0  # a cycle at least this often, even when nothing seems to change
-SETTLE = 0.05  # after a change, wait this long so changes arriving together share a cycle
-PERIOD = 0.5  # at most two cycles a second: each copies the caches and builds a World
+# After a change wakes the loop, wait this long so changes arriving together share a cycle;
+# not after a change that waited out a period already (in a burst: cycles 0.25 s apart, not 0.2).
+SETTLE = 0.05
+# At most two cycles a second while none places: each copies the caches and builds a World.
+# A Workload's arrival cuts that wait to PLACING_PERIOD: a burst's first Workloads came
+# just after a cycle that placed nothing (its namespace's creation had woken it) and waited
+# out the 0.5 s, 136 of them at once, their pods created 1.5 s after the first (bench/README.md,
+# the twenty-third round).
+PERIOD = 0.5
 # While cycles place workloads (a burst), one every PLACING_PERIOD: an arrival waits for the
 # next cycle, half a period on average. Over 1,000 nodes a burst's cycle took 10-25 ms of
 # the loop's CPU and 15-50 ms in all, so five a second cost the loop under a tenth of a
@@ -66,8 +73,8 @@ async def run_loop(
     reconciler: Reconciler, informers: Informers, stop: asyncio.Event, leader: Leader | None
 ) -> None:
     """The serialized loop: wait for a change (or INTERVAL), copy the world, run one cycle,
-    at most one each PERIOD (PLACING_PERIOD while cycles place). With a leader election,
-    only the replica holding the Lease runs cycles."""
+    at most one each PERIOD (PLACING_PERIOD while cycles place or once a Workload arrived).
+    With a leader election, only the replica holding the Lease runs cycles."""
     began = time.monotonic()
     await asyncio.to_thread(catalog.catalog)  # read while the caches fill, not in a cycle
     await asyncio.to_thread(informers.wait_synced)
@@ -79,14 +86,20 @@ async def run_loop(
         "caches filled in %.1fs; placement loop running every %.0fs or on change",
         time.monotonic() - began, INTERVAL,
     )  # fmt: skip
-    changed = informers.changed
+    changed, arrived = informers.changed, informers.arrived
     while not stop.is_set():
-        period = PLACING_PERIOD if reconciler.placements.placing else PERIOD
-        await asyncio.sleep(max(0.0, (reconciler.heartbeat or 0.0) + period - time.monotonic()))
+        beat = reconciler.heartbeat or 0.0
+        await asyncio.sleep(max(0.0, beat + PLACING_PERIOD - time.monotonic()))
+        gathered = changed.is_set()  # changes that waited a period already: no SETTLE
+        rest = beat + PERIOD - time.monotonic()
+        if not reconciler.placements.placing and rest > 0:
+            await asyncio.to_thread(arrived.wait, rest)  # an arrival ends the wait
         if not reconciler.behind:
             await asyncio.to_thread(changed.wait, INTERVAL)
-        await asyncio.sleep(SETTLE)
+        if not gathered:
+            await asyncio.sleep(SETTLE)
         changed.clear()
+        arrived.clear()
         reconciler.heartbeat = time.monotonic()
         if leader is not None:
             try:

@@ -97,8 +97,16 @@ class Informer:
     when the server no longer has that resourceVersion (410 Gone). `store` is replaced or
     updated in place by the thread alone; readers copy it (a dict copy is atomic)."""
 
-    def __init__(self, kube: Kube, source: Source, changed: Callable[[], None]) -> None:
-        self.kube, self.source, self._changed = kube, source, changed
+    def __init__(
+        self,
+        kube: Kube,
+        source: Source,
+        changed: Callable[[], None],
+        arrived: Callable[[], None] | None = None,
+    ) -> None:
+        """`changed` is called on every change the store takes; `arrived` (if given) also
+        when an object is new to it."""
+        self.kube, self.source, self._changed, self._arrived = kube, source, changed, arrived
         self.store: dict[Hashable, Any] = {}
         self.synced = threading.Event()  # set once the whole collection is in the store
         self.lists = 0  # reads of the whole collection: the first, then one per 410 Gone
@@ -212,20 +220,25 @@ class Informer:
             if facts is None:
                 if store.pop(key, None) is not None and not filling:
                     self._changed()
-            elif store.get(key) != facts:
+            elif (known := store.get(key)) != facts:
                 store[key] = facts
                 if not filling:
+                    if known is None and self._arrived is not None:
+                        self._arrived()
                     self._changed()
         return None if filling else version  # cut short while filling: start again
 
 
 class Informers:
-    """Every cache the loop reads, and the one event that says something in them changed."""
+    """Every cache the loop reads, the event that says something in them changed, and the
+    one that says a Workload arrived (new to the cache: it waits to be placed)."""
 
     def __init__(self, kube: Kube, namespaces: Sequence[str] = ()) -> None:
         self.changed = threading.Event()
+        self.arrived = threading.Event()
+        arrivals = {"workloads": self.arrived.set}
         self.by_field = {
-            name: [Informer(kube, s, self.changed.set) for s in group]
+            name: [Informer(kube, s, self.changed.set, arrivals.get(name)) for s in group]
             for name, group in sources(namespaces).items()
         }
 
@@ -240,6 +253,7 @@ class Informers:
         for informer in self:
             informer.stop()
         self.changed.set()
+        self.arrived.set()
 
     def wait_synced(self) -> None:
         for informer in self:
