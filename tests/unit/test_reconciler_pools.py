@@ -6,9 +6,10 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any, cast
 
-from tessera.handlers.reconciler import POOL_WRITERS, Reconciler
+from tessera.handlers.reconciler import POOL_DEVICES_EVERY, POOL_WRITERS, Reconciler
 from tessera.world import World, WorldCache, node_facts, object_facts
 
 
@@ -61,7 +62,7 @@ def test_pool_writes_go_on_beside_the_cycle_pool_writers_at_a_time() -> None:
     lock = threading.Lock()
     release = threading.Event()
 
-    def update(world: Any, name: str, status: dict[str, Any]) -> None:
+    def update(world: Any, name: str, status: dict[str, Any], computed: float) -> None:
         nonlocal running, peak
         with lock:
             running += 1
@@ -89,3 +90,53 @@ def test_pool_writes_go_on_beside_the_cycle_pool_writers_at_a_time() -> None:
     for future in list(r._pool_writes.values()):
         future.result(10)
     assert sorted(written) == sorted([*statuses, "pool-00"])
+
+
+class PoolPatches:
+    """Records the pool status patches a reconciler sends (its only API call here)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def patch_pool_status(self, name: str, status: dict[str, Any]) -> None:
+        self.sent.append((name, status))
+
+
+def test_device_counts_are_written_every_pool_devices_every_of_computation_time() -> None:
+    # The interval between two writes of a pool's device counts is counted between the
+    # statuses' computations: a write whose thread ran late (clock t + 0.3) must not make
+    # the next statuses, computed POOL_DEVICES_EVERY after the first, look too soon.
+    pool = object_facts(
+        {
+            "metadata": {"name": "h100", "uid": "u1", "resourceVersion": "1", "generation": 1},
+            "spec": {},
+            "status": {"devices": {"allocated": 0}, "summary": "0/8", "conditions": []},
+        }
+    )
+    world = cast(Any, SimpleNamespace(pools={"h100": pool}))
+    kube = PoolPatches()
+    r = Reconciler(cast(Any, kube))
+    t = time.monotonic()
+
+    def status(allocated: int) -> dict[str, Any]:
+        return {"devices": {"allocated": allocated}, "summary": f"{allocated}/8", "conditions": []}
+
+    r._update_pool(world, "h100", status(1), t)
+    r._update_pool(world, "h100", status(2), t + POOL_DEVICES_EVERY - 0.1)  # too soon
+    r._update_pool(world, "h100", status(3), t + POOL_DEVICES_EVERY)
+    r._update_pool(world, "h100", status(0), t + 2 * POOL_DEVICES_EVERY)  # as the pool shows
+    assert [s["devices"]["allocated"] for _, s in kube.sent] == [1, 3]
+    # Anything but device counts goes out at once.
+    r._update_pool(world, "h100", {**status(4), "nodes": 2}, t + POOL_DEVICES_EVERY + 0.1)
+    assert len(kube.sent) == 3
+
+
+def test_write_pools_hands_the_writers_the_time_the_statuses_were_computed() -> None:
+    r = Reconciler(cast(Any, PoolPatches()))
+    seen: list[float] = []
+    r._update_pool = lambda world, name, status, computed: seen.append(computed)  # type: ignore[method-assign]
+    r.statuses_at = 123.0
+    r._write_pools(cast(Any, None), {"h100": {}})
+    for future in list(r._pool_writes.values()):
+        future.result(10)
+    assert seen == [123.0]

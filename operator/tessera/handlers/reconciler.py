@@ -155,7 +155,8 @@ class Reconciler:
         self.writing: dict[str, str] = {}
         self.status_written: dict[str, float] = {}  # key -> monotonic time of the last write
         self.deferred: set[str] = set()  # progress-only status changes not yet written
-        self.pool_written: dict[str, float] = {}  # pool -> monotonic time of its last write
+        # pool -> when the status last written to it was computed (monotonic)
+        self.pool_written: dict[str, float] = {}
         # The pool statuses last computed, when, and over which pools: recomputed when a pool
         # or its nodes change, else at most every POOL_DEVICES_EVERY (only counts moved).
         self.statuses: dict[str, dict[str, Any]] = {}
@@ -397,24 +398,35 @@ class Reconciler:
         left out: its status goes out with the next statuses computed, within
         POOL_DEVICES_EVERY (`_pool_statuses`)."""
         self._pool_writes = {n: f for n, f in self._pool_writes.items() if not f.done()}
+        computed = self.statuses_at
         for name, status in statuses.items():
             if name not in self._pool_writes:
                 self._pool_writes[name] = self._pool_writers.submit(
-                    self._guard, "AcceleratorPool", self._update_pool, world, name, status
-                )
+                    self._guard, "AcceleratorPool", self._update_pool, world, name, status,
+                    computed,
+                )  # fmt: skip
 
-    def _update_pool(self, world: World, name: str, status: dict[str, Any]) -> None:
+    def _update_pool(
+        self, world: World, name: str, status: dict[str, Any], computed: float
+    ) -> None:
+        """Writes a pool's status computed at `computed` (monotonic) if it differs from what
+        the pool shows."""
         facts = world.pools[name]
         current = {k: facts.status.get(k) for k in status}
         if current != status:
             # Device counts (and the summary column that shows them) move with every pod, so
             # they are written at most every POOL_DEVICES_EVERY seconds (else a burst would
-            # patch every pool each cycle). Anything else (nodes, conditions) at once.
+            # patch every pool each cycle). Anything else (nodes, conditions) at once. The
+            # interval is counted between the statuses' computations, not between the
+            # writer threads' clocks: a write that waited for a writer thread otherwise
+            # counted as newer, and the pool's next statuses, computed POOL_DEVICES_EVERY
+            # later, were dropped as too soon (its counts stayed stale 5 s longer, and the
+            # last of a burst landed in the idle window after it).
             only_devices = all(current[k] == status[k] for k in status if k not in DEVICE_KEYS)
-            clock = time.monotonic()
-            if not only_devices or clock - self.pool_written.get(name, 0) >= POOL_DEVICES_EVERY:
+            last = self.pool_written.get(name, -math.inf)
+            if not only_devices or computed - last >= POOL_DEVICES_EVERY:
                 self.kube.patch_pool_status(name, status)
-                self.pool_written[name] = clock
+                self.pool_written[name] = computed
         old = {c.get("type"): c for c in facts.status.get("conditions") or []}
         for cond in status["conditions"]:
             prev = old.get(cond["type"])
