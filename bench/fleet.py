@@ -21,7 +21,7 @@ import tempfile
 import time
 import traceback
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -246,6 +246,15 @@ class Bench:
             watch.start()
         return phase
 
+    def workload_phase(self, name: str, workloads: list[dict[str, Any]]) -> tuple[Phase, int]:
+        """A Tessera phase for these Workloads (put in its namespace); and their pods."""
+        phase = self.phase(name, "tessera")
+        for body in workloads:
+            body["metadata"]["namespace"] = phase.namespace
+        phase.sizes = {w["metadata"]["name"]: w["spec"]["replicas"] for w in workloads}
+        phase.batches = specs.batches(workloads)
+        return phase, sum(phase.sizes.values())
+
     def scrape(self) -> Sample:
         audit = self.cluster.audit_log
         size = audit.stat().st_size if audit.exists() else 0
@@ -284,13 +293,8 @@ class Bench:
         """A burst of Workloads through the operator, measured until every one is Running
         and then until every replica is ready; with probe, then an idle window and the
         restart check. The phase is left for the clean-up."""
-        phase = self.phase(name, "tessera")
+        phase, pods = self.workload_phase(name, workloads)
         ns = phase.namespace
-        for body in workloads:
-            body["metadata"]["namespace"] = ns
-        phase.sizes = {w["metadata"]["name"]: w["spec"]["replicas"] for w in workloads}
-        phase.batches = specs.batches(workloads)
-        pods = sum(phase.sizes.values())
         self.say(
             f"tessera {name}: creating {len(workloads)} Workloads ({pods} pods) in {ns}" + self.pace
         )
@@ -306,8 +310,10 @@ class Bench:
         self.wait_workloads(phase, pods, running=True)
         running, cpu1 = self.scrape(), self.operator.figures()
         self.wait_workloads(phase, pods, running=False)
+        counted = self.wait_pools_counted(phase, m.devices_by_pool(workloads))
         ready = self.scrape()
         result = self.figures(phase, first, last_post)
+        result["poolsCountedSeconds"] = counted
         result["apiWrites"] = self.api_cost(before, running, len(workloads))
         result["apiWritesRunningToReady"] = self.api_cost(running, ready, len(workloads))
         result["operatorCpuSeconds"] = round(cpu1["cpuSeconds"] - cpu0["cpuSeconds"], 2)
@@ -352,6 +358,34 @@ class Bench:
         timeout = self.args.timeout + pods * 0.2
         checks = [phase.check, self.operator.check]
         wait_until(what, done, timeout, progress, self.say, checks=checks)
+
+    def wait_pools_counted(self, phase: Phase, want: Mapping[str, int]) -> float:
+        """Until every pool's status counts the burst's devices as allocated: the operator
+        writes device counts at most every few seconds, so the last of a burst's may come
+        after every replica is ready; the idle window starts once nothing is left to write.
+        Returns the seconds from the burst's last pod created to the first poll that saw
+        every pool counted (how stale `kubectl get acp` was)."""
+        path = f"/apis/{specs.API_VERSION}/acceleratorpools"
+        uncounted: dict[str, tuple[int | None, int]] = {}
+
+        def done() -> bool:
+            nonlocal uncounted
+            uncounted = m.pools_uncounted(self.api.get(path)["items"], want)
+            return not uncounted
+
+        def progress() -> str:
+            return ", ".join(f"{n} shows {s} of {w}" for n, (s, w) in sorted(uncounted.items()))
+
+        checks = [phase.check, self.operator.check]
+        what = "every pool's status to count the burst's devices"
+        wait_until(what, done, 60, progress, self.say, checks=checks, poll=0.25)
+        with phase.pods.lock:
+            last = max(phase.pods.created.values(), default=time.monotonic())
+        seconds = round(time.monotonic() - last, 2)
+        self.say(
+            f"  every pool's status counts the burst's devices, {seconds} s after its last pod"
+        )
+        return seconds
 
     def figures(self, phase: Phase, first: float, last_post: float) -> dict[str, Any]:
         """Per-workload latencies and overall rates of one burst, from the watch records."""
@@ -517,6 +551,48 @@ class Bench:
             "rssMBAfterRestart": round(after["rssMB"], 1),
             "podsRecreated": phase.pods.recreated(),
         }
+
+    def backlog(self, workloads: list[dict[str, Any]]) -> tuple[dict[str, Any], Phase]:
+        """The operator's own pace: the one-pod Workloads created while it is stopped, then
+        it is started with all of them pending. A burst's pods are created no faster than
+        its Workloads arrive (the client's pace); from a backlog, the operator's pods come
+        as fast as it makes them. Measured from its first pod to its last, and from its
+        start (its caches filled first) to its first pod."""
+        phase, pods = self.workload_phase("backlog", workloads)
+        ns = phase.namespace
+        self.say(f"tessera backlog: stopping the operator, creating {len(workloads)} Workloads")
+        self.operator.stop()
+        phase.starts, first, last_post = burst(
+            self.api, WORKLOADS.format(ns=ns), workloads, self.args.threads
+        )
+        self.say(
+            f"  {len(workloads)} Workloads created in {last_post - first:.2f} s; starting "
+            "the operator with all of them pending"
+        )
+        before = self.scrape()
+        began = time.monotonic()
+        self.operator.start()
+        self.wait_workloads(phase, pods, running=True)
+        after = self.scrape()
+        members = phase.pods.members()
+        with phase.pods.lock:
+            created = [phase.pods.created[p] for g in phase.starts for p in members.get(g, [])]
+        result: dict[str, Any] = {
+            "workloads": len(workloads),
+            "pods": pods,
+            "clientCreatesPerSecond": m.rate(len(workloads), first, last_post),
+            "startToFirstPodSeconds": round(min(created) - began, 3),
+            "firstToLastPodSeconds": round(max(created) - min(created), 3),
+            "operatorPodsCreatedPerSecond": m.pace(created),
+            "apiWrites": self.api_cost(before, after, len(workloads)),
+        }
+        self.say(
+            f"  backlog: first pod {result['startToFirstPodSeconds']:.2f} s after the start, "
+            f"then {pods} pods in {result['firstToLastPodSeconds']:.2f} s: "
+            f"{result['operatorPodsCreatedPerSecond']} pods/s"
+        )
+        result["integrity"] = self.integrity(phase)
+        return result, phase
 
     def integrity(self, phase: Phase) -> dict[str, Any]:
         """No duplicate, missing or orphan pods (one LIST each, after the measurements)."""
@@ -762,6 +838,11 @@ class Bench:
             self.step = f"clean-up after tessera {mix}"
             self.cleanup(phase)
         op["afterRestartPeakRssMB"] = round(self.operator.figures()["peakRssMB"], 1)
+        self.step = "tessera backlog"
+        r["backlog"], phase = self.backlog(specs.singles(a.workloads, self.pools, ""))
+        r["restart"]["duplicatesAndOrphans"] += r["backlog"]["integrity"]["duplicatesAndOrphans"]
+        self.step = "clean-up after tessera backlog"
+        self.cleanup(phase)
         self.say("stopping the operator for the baseline and the floor")
         self.operator.stop()
         r.update(floor={}, ratioToFloor={})

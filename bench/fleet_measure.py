@@ -75,6 +75,15 @@ def rate(count: int, start: float | None, end: float | None) -> float | None:
     return round(count / (end - start), 1)
 
 
+def pace(times: Iterable[float]) -> float | None:
+    """Events per second from the first to the last: (n - 1) intervals over that span; None
+    for fewer than two, or all at once."""
+    stamps = sorted(times)
+    if len(stamps) < 2 or stamps[-1] <= stamps[0]:
+        return None
+    return round((len(stamps) - 1) / (stamps[-1] - stamps[0]), 1)
+
+
 # --- the API server's request counters --------------------------------------------------------
 
 _SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
@@ -391,6 +400,34 @@ def slowest(
         "toPodsCreated": summary(made for _, _, made in tail),
         "podsCreatedToBound": summary(total - made for total, _, made in tail),
     }
+
+
+# --- the pools' status after a burst ---------------------------------------------------------
+
+
+def devices_by_pool(workloads: Iterable[Mapping[str, Any]]) -> Counter[str]:
+    """The devices each pool holds once every Workload's pods exist (each Workload is
+    allowed on exactly one pool: fleet_specs.workload_manifest)."""
+    out: Counter[str] = Counter()
+    for w in workloads:
+        spec = w["spec"]
+        need = spec["accelerator"]
+        out[need["pools"][0]] += int(spec.get("replicas", 1)) * int(need.get("count", 1))
+    return out
+
+
+def pools_uncounted(
+    pools: Iterable[Mapping[str, Any]], want: Mapping[str, int]
+) -> dict[str, tuple[int | None, int]]:
+    """Pools whose status does not show `want` devices allocated: name -> (shown, wanted).
+    A pool missing from `want` should show none."""
+    out = {}
+    for pool in pools:
+        name = pool["metadata"]["name"]
+        shown = ((pool.get("status") or {}).get("devices") or {}).get("allocated")
+        if shown != want.get(name, 0):
+            out[name] = (shown, want.get(name, 0))
+    return out
 
 
 # --- integrity after a restart ----------------------------------------------------------------

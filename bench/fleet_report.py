@@ -134,6 +134,17 @@ def targets(r: Mapping[str, Any]) -> list[dict[str, Any]]:
                 f"Workloads created at {arrival}/s" if arrival is not None else "",
             )
         )
+    backlog = part(r, "backlog")
+    rows.append(
+        _target(
+            "pods created/s by one operator replica, from a backlog of singles",
+            part(backlog, "operatorPodsCreatedPerSecond"),
+            ">=",
+            200,
+            ">= 200/s",
+            f"{backlog['pods']:,} pods pending at its start" if backlog else "",
+        )
+    )
     if not large:
         p50 = part(singles, "createdToBound", "p50")
         rows.append(_target(f"creation to all bound p50, {at}", p50, "<=", 1, "<= 1 s"))

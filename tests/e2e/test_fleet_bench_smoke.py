@@ -1,6 +1,6 @@
 """The fleet benchmark at a tiny scale, end to end: its own control plane, the operator, both
 mixes through Tessera, through the bare scheduler and through the floor operator, the
-restart, the results file."""
+restart, the backlog, the results file."""
 
 from __future__ import annotations
 
@@ -61,5 +61,13 @@ def test_fleet_benchmark_runs_and_reports_every_figure(tmp_path: Path) -> None:
     assert singles["integrity"]["workloads"] == 13  # the burst and the Workload after restart
     assert isinstance(singles["idle"]["operatorWrites"], int)
     assert r["restart"]["seconds"] > 0 and r["restart"]["duplicatesAndOrphans"] == 0
+    # the pools' status counted every device of the burst before the idle window
+    assert singles["poolsCountedSeconds"] >= 0
+    # the backlog: every Workload created while the operator was stopped got its pod
+    backlog = r["backlog"]
+    assert backlog["workloads"] == 12 and backlog["integrity"]["ok"], backlog["integrity"]
+    assert backlog["integrity"]["workloads"] == 12 and backlog["integrity"]["pods"] == 12
+    assert backlog["operatorPodsCreatedPerSecond"] > 0 and backlog["startToFirstPodSeconds"] > 0
+    assert backlog["apiWrites"]["operator"]["byCategory"]["pod create"] >= 12
     assert r["operator"]["idle"]["rssMB"] > 0 and r["operator"]["peakRssMB"] > 0
     assert all(t["met"] in (True, False) for t in r["targets"])

@@ -395,6 +395,27 @@ def test_workloads_are_pinned_to_one_pool_and_spread_evenly() -> None:
     assert 100 <= sum(w["spec"]["replicas"] for w in gangs) < 108
 
 
+def test_the_pools_count_the_devices_of_every_workload_pinned_to_them() -> None:
+    pools = [specs.pool_manifest(g) for g in fleet.pool_groups(fleet.load_groups(), 2, 4)]
+    first, second = (p["metadata"]["name"] for p in pools)
+    gangs = specs.gangs(14, pools, "ns")  # 2, 4, 8 pods: 2 + 8 on the first pool, 4 on the second
+    want = m.devices_by_pool(gangs)
+    assert want == {first: 10, second: 4}
+
+    def pool(name: str, status: dict[str, Any] | None) -> dict[str, Any]:
+        return {"metadata": {"name": name}, **({"status": status} if status else {})}
+
+    shown = [pool(first, {"devices": {"allocated": 10}}), pool(second, None), pool("idle", None)]
+    assert m.pools_uncounted(shown, want) == {second: (None, 4), "idle": (None, 0)}
+    shown = [
+        pool(first, {"devices": {"allocated": 10}}),
+        pool(second, {"devices": {"allocated": 4}}),
+    ]
+    assert m.pools_uncounted(shown, want) == {}
+    shown.append(pool("idle", {"devices": {"allocated": 0}}))
+    assert m.pools_uncounted(shown, want) == {}
+
+
 def test_every_object_carries_its_clean_up_batch() -> None:
     pools = [specs.pool_manifest(g) for g in fleet.pool_groups(fleet.load_groups(), 2, 4)]
     singles = specs.singles(1001, pools, "ns")
@@ -637,6 +658,7 @@ def result(scale: str = "default", **over: Any) -> dict[str, Any]:
         "ratio": {"singles": 0.9, "gangs": 0.7},
         "operator": {"idle": {"rssMB": 70.0}, "peakRssMB": 120.0},
         "restart": {"seconds": 3.0, "duplicatesAndOrphans": 0},
+        "backlog": {"workloads": 10, "pods": 10, "operatorPodsCreatedPerSecond": 240.0},
     }
     r.update(over)
     return r
@@ -656,6 +678,23 @@ def test_targets_say_what_is_met() -> None:
     slow = {**result()["tessera"]["gangs"], "operatorPodsCreatedPerSecond": 150.0}
     rows = {r["target"]: r for r in fleet_report.targets(result(tessera={"gangs": slow}))}
     assert rows["pods created/s by one operator replica, gangs"]["met"] is False
+    backlog = "pods created/s by one operator replica, from a backlog of singles"
+    row = next(r for r in fleet_report.targets(result()) if r["target"] == backlog)
+    assert (row["measured"], row["met"], row["note"]) == (
+        240.0,
+        True,
+        "10 pods pending at its start",
+    )
+    slow_backlog = {**result()["backlog"], "operatorPodsCreatedPerSecond": 199.9}
+    row = next(
+        r for r in fleet_report.targets(result(backlog=slow_backlog)) if r["target"] == backlog
+    )
+    assert row["met"] is False
+
+
+def test_pace_counts_the_intervals_between_the_first_and_the_last() -> None:
+    assert m.pace([3.0, 1.0, 2.0, 1.5, 2.5]) == 2.0  # 4 intervals over 2 s
+    assert m.pace([1.0]) is None and m.pace([]) is None and m.pace([2.0, 2.0]) is None
 
 
 def test_operator_lists_are_told_from_other_clients() -> None:
@@ -680,7 +719,7 @@ def test_large_scale_targets_hold_p99_to_five_seconds() -> None:
 def test_a_failed_run_reports_what_it_measured() -> None:
     full = result()
     partial = result(tessera={"singles": full["tessera"]["singles"]}, ratio={})
-    del partial["restart"]
+    del partial["restart"], partial["backlog"]
     rows = fleet_report.targets(partial)
     assert [r["target"] for r in rows] == [r["target"] for r in fleet_report.targets(full)]
     met = {r["target"]: r["met"] for r in rows}
