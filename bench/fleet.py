@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import functools
 import json
 import os
 import shutil
@@ -572,27 +573,46 @@ class Bench:
         before = self.scrape()
         began = time.monotonic()
         self.operator.start()
+        self.cpu.sample()  # its CPU is read from here: the backlog may be shorter than a tick
         self.wait_workloads(phase, pods, running=True)
-        after = self.scrape()
+        result = self.backlog_figures(phase, began, first, last_post, "operator")
+        result["apiWrites"] = self.api_cost(before, self.scrape(), len(workloads))
+        result["integrity"] = self.integrity(phase)
+        result["tesseraPods"] = [
+            p
+            for p in phase.pods.first_objects()
+            if p["metadata"]["labels"].get(specs.WORKLOAD_LABEL) in phase.starts
+        ]
+        return result, phase
+
+    def backlog_figures(
+        self, phase: Phase, began: float, first: float, last_post: float, who: str
+    ) -> dict[str, Any]:
+        """A backlog's figures: from the start of the process that makes its pods (`who`)
+        to its first pod, from its first pod to its last, the pace in between, and who
+        spent the CPUs then."""
         members = phase.pods.members()
         with phase.pods.lock:
             created = [phase.pods.created[p] for g in phase.starts for p in members.get(g, [])]
         result: dict[str, Any] = {
-            "workloads": len(workloads),
-            "pods": pods,
-            "clientCreatesPerSecond": m.rate(len(workloads), first, last_post),
+            "workloads": len(phase.starts),
+            "pods": sum(phase.sizes.values()),
+            "clientCreatesPerSecond": m.rate(len(phase.starts), first, last_post),
             "startToFirstPodSeconds": round(min(created) - began, 3),
             "firstToLastPodSeconds": round(max(created) - min(created), 3),
-            "operatorPodsCreatedPerSecond": m.pace(created),
-            "apiWrites": self.api_cost(before, after, len(workloads)),
+            "podsCreatedPerSecond": m.pace(created),
+            "cpuSeconds": self.cpu_in(min(created), max(created)),
         }
+        cpu = result["cpuSeconds"]
         self.say(
-            f"  backlog: first pod {result['startToFirstPodSeconds']:.2f} s after the start, "
-            f"then {pods} pods in {result['firstToLastPodSeconds']:.2f} s: "
-            f"{result['operatorPodsCreatedPerSecond']} pods/s"
+            f"  backlog: the {who}'s first pod {result['startToFirstPodSeconds']:.2f} s after "
+            f"its start, then {result['pods']} pods in {result['firstToLastPodSeconds']:.2f} s: "
+            f"{result['podsCreatedPerSecond']} pods/s ({cpu['busyCpus']} of "
+            f"{os.cpu_count()} CPUs busy: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in cpu["byProcess"].items())
+            + " CPU s)"
         )
-        result["integrity"] = self.integrity(phase)
-        return result, phase
+        return result
 
     def integrity(self, phase: Phase) -> dict[str, Any]:
         """No duplicate, missing or orphan pods (one LIST each, after the measurements)."""
@@ -689,24 +709,39 @@ class Bench:
             f"floor {name}: creating {len(bodies)} Workloads ({total} pods) in {ns}, their "
             "pods created by the floor operator" + self.pace
         )
-        self.floor_operator.start(name, ns, phase.resource_version, dict(pods))
-        self.cpu.sample()  # its CPU is read from here: the burst may be shorter than a tick
+        # A backlog's Workloads are all created first; the floor operator's watch then
+        # starts from before them, so it is handed all of them at once.
+        backlog = name == "backlog"
+        start = functools.partial(
+            self.floor_operator.start, name, ns, phase.resource_version, dict(pods)
+        )
+        if not backlog:
+            start()
+            self.cpu.sample()  # its CPU is read from here: the burst may be shorter than a tick
         try:
             due = self.due(list(phase.sizes), list(phase.sizes.values()))
             phase.starts, first, last_post = burst(
                 self.api, WORKLOADS.format(ns=ns), bodies, self.args.threads, due
             )
+            began = time.monotonic()
+            if backlog:
+                start()
+                self.cpu.sample()
 
             def alive() -> None:
                 if self.floor_operator.pid is None:
                     raise BenchError("the floor operator exited (its log is in the state dir)")
 
-            self.wait_bound(phase, "the floor burst", total, alive)
-            result = self.figures(phase, first, last_post)  # its CPU, while it runs
+            self.wait_bound(phase, f"the floor {name}", total, alive)
+            if backlog:
+                result = self.backlog_figures(phase, began, first, last_post, "floor operator")
+            else:
+                result = self.figures(phase, first, last_post)  # its CPU, while it runs
         finally:
             self.floor_operator.stop()
-        self.report_phase(f"floor {name}", result)
-        self.say(f"  floor operator: {result['podsCreatedPerSecond']} pods created/s")
+        if not backlog:
+            self.report_phase(f"floor {name}", result)
+            self.say(f"  floor operator: {result['podsCreatedPerSecond']} pods created/s")
         return result, phase
 
     # --- cleaning up between phases -------------------------------------------------------
@@ -839,14 +874,16 @@ class Bench:
             self.cleanup(phase)
         op["afterRestartPeakRssMB"] = round(self.operator.figures()["peakRssMB"], 1)
         self.step = "tessera backlog"
-        r["backlog"], phase = self.backlog(specs.singles(a.workloads, self.pools, ""))
-        r["restart"]["duplicatesAndOrphans"] += r["backlog"]["integrity"]["duplicatesAndOrphans"]
+        backlog = specs.singles(a.workloads, self.pools, "")
+        t, phase = self.backlog(backlog)
+        pods["backlog"] = t.pop("tesseraPods")
+        r["backlog"] = {"tessera": t}
+        r["restart"]["duplicatesAndOrphans"] += t["integrity"]["duplicatesAndOrphans"]
         self.step = "clean-up after tessera backlog"
         self.cleanup(phase)
         self.say("stopping the operator for the baseline and the floor")
         self.operator.stop()
         r.update(floor={}, ratioToFloor={})
-        last = ("floor", list(mixes)[-1])
         for kind in ("baseline", "floor"):
             for mix, workloads in mixes.items():
                 self.step = f"{kind} {mix}"
@@ -861,12 +898,16 @@ class Bench:
                         r["tessera"][mix]["podsBoundPerSecond"], b["podsBoundPerSecond"]
                     )
                 r[kind][mix] = b
-                if (kind, mix) == last:  # the last phase leaves its pods: the cluster goes next
-                    for watch in phase.watches:
-                        watch.stop()
-                else:
-                    self.step = f"clean-up after {kind} {mix}"
-                    self.cleanup(phase)
+                self.step = f"clean-up after {kind} {mix}"
+                self.cleanup(phase)
+        self.step = "floor backlog"
+        b, phase = self.floor("backlog", backlog, pods["backlog"])
+        r["backlog"]["floor"] = b
+        r["backlog"]["ratioToFloor"] = _ratio(
+            r["backlog"]["tessera"]["podsCreatedPerSecond"], b["podsCreatedPerSecond"]
+        )
+        for watch in phase.watches:  # the last phase leaves its pods: the cluster goes next
+            watch.stop()
 
 
 def _raise_failed(jobs: Sequence[Future[None]]) -> None:

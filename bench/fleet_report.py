@@ -134,15 +134,21 @@ def targets(r: Mapping[str, Any]) -> list[dict[str, Any]]:
                 f"Workloads created at {arrival}/s" if arrival is not None else "",
             )
         )
-    backlog = part(r, "backlog")
+    # From a backlog (Workloads created while it was stopped) nothing holds the operator
+    # back but the machine: the floor operator's pace on the same backlog is that limit.
+    backlog, floor = (
+        part(r, "backlog", "tessera"),
+        part(r, "backlog", "floor", "podsCreatedPerSecond"),
+    )
+    note = f"{backlog['pods']:,} pods pending at its start" if backlog else ""
     rows.append(
         _target(
             "pods created/s by one operator replica, from a backlog of singles",
-            part(backlog, "operatorPodsCreatedPerSecond"),
+            part(backlog, "podsCreatedPerSecond"),
             ">=",
             200,
             ">= 200/s",
-            f"{backlog['pods']:,} pods pending at its start" if backlog else "",
+            note + (f"; the floor operator's {floor}/s" if floor is not None else ""),
         )
     )
     if not large:

@@ -63,11 +63,17 @@ def test_fleet_benchmark_runs_and_reports_every_figure(tmp_path: Path) -> None:
     assert r["restart"]["seconds"] > 0 and r["restart"]["duplicatesAndOrphans"] == 0
     # the pools' status counted every device of the burst before the idle window
     assert singles["poolsCountedSeconds"] >= 0
-    # the backlog: every Workload created while the operator was stopped got its pod
-    backlog = r["backlog"]
+    # the backlog: every Workload created while the operator was stopped got its pod; then
+    # the same backlog through the floor operator
+    backlog = r["backlog"]["tessera"]
     assert backlog["workloads"] == 12 and backlog["integrity"]["ok"], backlog["integrity"]
     assert backlog["integrity"]["workloads"] == 12 and backlog["integrity"]["pods"] == 12
-    assert backlog["operatorPodsCreatedPerSecond"] > 0 and backlog["startToFirstPodSeconds"] > 0
+    assert backlog["podsCreatedPerSecond"] > 0 and backlog["startToFirstPodSeconds"] > 0
     assert backlog["apiWrites"]["operator"]["byCategory"]["pod create"] >= 12
+    assert "operator" in backlog["cpuSeconds"]["byProcess"]
+    floor = r["backlog"]["floor"]
+    assert floor["workloads"] == 12 and floor["podsCreatedPerSecond"] > 0
+    assert "floor operator" in floor["cpuSeconds"]["byProcess"]
+    assert r["backlog"]["ratioToFloor"] > 0
     assert r["operator"]["idle"]["rssMB"] > 0 and r["operator"]["peakRssMB"] > 0
     assert all(t["met"] in (True, False) for t in r["targets"])
