@@ -329,11 +329,7 @@ class Bench:
             result["idle"] = self.idle_window(ready, len(workloads))
             result["restart"] = self.restart(phase)
         result["integrity"] = self.integrity(phase)
-        result["tesseraPods"] = [
-            p
-            for p in phase.pods.first_objects()
-            if p["metadata"]["labels"].get(specs.WORKLOAD_LABEL) in phase.starts
-        ]
+        result["tesseraPods"] = pods_made(phase)
         return result, phase
 
     def wait_workloads(self, phase: Phase, pods: int, running: bool) -> None:
@@ -578,11 +574,7 @@ class Bench:
         result = self.backlog_figures(phase, began, first, last_post, "operator")
         result["apiWrites"] = self.api_cost(before, self.scrape(), len(workloads))
         result["integrity"] = self.integrity(phase)
-        result["tesseraPods"] = [
-            p
-            for p in phase.pods.first_objects()
-            if p["metadata"]["labels"].get(specs.WORKLOAD_LABEL) in phase.starts
-        ]
+        result["tesseraPods"] = pods_made(phase)
         return result, phase
 
     def backlog_figures(
@@ -839,8 +831,8 @@ class Bench:
     # --- the run --------------------------------------------------------------------------
 
     def run(self) -> None:
-        """The set-up and the four bursts. Each figure goes into self.results as soon as it
-        is measured, so a run that fails later still reports what it measured."""
+        """The set-up, the bursts and the backlogs. Each figure goes into self.results as
+        soon as it is measured, so a run that fails later still reports what it measured."""
         a, r = self.args, self.results
         self.setup()
         self.start_operator()
@@ -908,6 +900,16 @@ class Bench:
         )
         for watch in phase.watches:  # the last phase leaves its pods: the cluster goes next
             watch.stop()
+
+
+def pods_made(phase: Phase) -> list[dict[str, Any]]:
+    """The pods the operator made of a phase's Workloads, as first seen: the bodies the
+    baseline and the floor create again."""
+    return [
+        p
+        for p in phase.pods.first_objects()
+        if p["metadata"]["labels"].get(specs.WORKLOAD_LABEL) in phase.starts
+    ]
 
 
 def _raise_failed(jobs: Sequence[Future[None]]) -> None:
