@@ -361,7 +361,8 @@ class Bench:
         writes device counts at most every few seconds, so the last of a burst's may come
         after every replica is ready; the idle window starts once nothing is left to write.
         Returns the seconds from the burst's last pod created to the first poll that saw
-        every pool counted (how stale `kubectl get acp` was)."""
+        every pool counted. The polls start once every replica is ready, so this bounds
+        how stale `kubectl get acp` was from above; it is not that staleness itself."""
         path = f"/apis/{specs.API_VERSION}/acceleratorpools"
         uncounted: dict[str, tuple[int | None, int]] = {}
 
@@ -701,12 +702,12 @@ class Bench:
             f"floor {name}: creating {len(bodies)} Workloads ({total} pods) in {ns}, their "
             "pods created by the floor operator" + self.pace
         )
-        # A backlog's Workloads are all created first; the floor operator's watch then
-        # starts from before them, so it is handed all of them at once.
+        # A backlog's Workloads are all created first; the floor operator then lists them
+        # (no resourceVersion: a watch from before them can be too old for the API server,
+        # 410 Gone after 10,000 creates) and is handed all of them at once.
         backlog = name == "backlog"
-        start = functools.partial(
-            self.floor_operator.start, name, ns, phase.resource_version, dict(pods)
-        )
+        rv = "" if backlog else phase.resource_version
+        start = functools.partial(self.floor_operator.start, name, ns, rv, dict(pods))
         if not backlog:
             start()
             self.cpu.sample()  # its CPU is read from here: the burst may be shorter than a tick
@@ -1029,7 +1030,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "durationSeconds": round(time.monotonic() - bench.started, 1),
         "machine": {**report.machine(), "loadAverageAtStart": load_at_start},
         "versions": report.versions(bench.server_version),
-        "source": {**code, "operatorChangedDuringRun": report.source() != code},
+        # The digest, not the commit: a commit made during the run changes no operator file.
+        "source": {
+            **code,
+            "operatorChangedDuringRun": report.source()["operatorDigest"] != code["operatorDigest"],
+        },
         "parameters": {
             "nodes": args.nodes,
             "pools": args.pools,

@@ -420,7 +420,8 @@ class Floor:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, name: str, namespace: str, rv: str, pods: dict[str, list[Any]]) -> None:
-        """Starts it on the namespace's Workloads from `rv`; returns once its watch is open."""
+        """Starts it on the namespace's Workloads from `rv` (empty: it lists those there
+        first); returns once its watch is open."""
         pods_file = self.state_dir / f"floor-{name}-pods.json"
         pods_file.write_text(json.dumps(pods))
         argv = [sys.executable, str(Path(__file__).with_name("floor_operator.py"))]

@@ -7,8 +7,9 @@ included (bench/README.md, "The floor").
 
 Started by bench/fleet.py as its own process (as `tessera run` is), so its CPU is counted
 apart from the bench's: floor_operator.py --server URL --pki DIR --namespace NS
---resource-version RV --pods FILE, FILE holding {workload name: [pod bodies]}. Prints
-"watching" once its watch is open; runs until killed.
+--resource-version RV --pods FILE, FILE holding {workload name: [pod bodies]}. With an
+empty RV it lists the namespace's Workloads first (a backlog), then watches from the list.
+Prints "watching" once its watch is open; runs until killed.
 """
 
 from __future__ import annotations
@@ -66,9 +67,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for body in pods[name]:
             writers.submit(create, owned(body, obj))
 
-    watch = Watch(api, f"/apis/{API_VERSION}/namespaces/{args.namespace}/workloads",
-                  args.resource_version, handle).start()  # fmt: skip
-    print("watching", flush=True)
+    workloads = f"/apis/{API_VERSION}/namespaces/{args.namespace}/workloads"
+    rv, backlog = args.resource_version, []
+    if not rv:  # a backlog: every Workload there now, then what comes after them
+        listed = api.get(workloads)
+        backlog, rv = listed["items"], listed["metadata"]["resourceVersion"]
+    watch = Watch(api, workloads, rv, handle).start()
+    print("watching", flush=True)  # before the backlog's creates: the bench samples CPU now
+    for obj in backlog:
+        handle("ADDED", obj, 0.0, b"")
     while watch.error is None:
         threading.Event().wait(1.0)
     print(f"the watch failed: {watch.error}", file=sys.stderr, flush=True)
