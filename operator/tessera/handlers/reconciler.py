@@ -420,8 +420,7 @@ class Reconciler:
             # interval is counted between the statuses' computations, not between the
             # writer threads' clocks: a write that waited for a writer thread otherwise
             # counted as newer, and the pool's next statuses, computed POOL_DEVICES_EVERY
-            # later, were dropped as too soon (its counts stayed stale 5 s longer, and the
-            # last of a burst landed in the idle window after it).
+            # later, could be dropped as too soon (its counts then stayed stale 5 s longer).
             only_devices = all(current[k] == status[k] for k in status if k not in DEVICE_KEYS)
             last = self.pool_written.get(name, -math.inf)
             if not only_devices or computed - last >= POOL_DEVICES_EVERY:
