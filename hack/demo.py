@@ -174,15 +174,20 @@ def workloads(local: Cluster) -> list[dict[str, Any]]:
     return sorted(items, key=lambda w: w["metadata"]["name"])
 
 
-def example_workload_names() -> list[str]:
+def example_workloads() -> list[tuple[Path, str]]:
+    """The example Workloads (file, name), highest priority first. The operator places first
+    come, first served across its cycles (priority orders only the Workloads one cycle
+    sees), and `kubectl apply` creates a folder's files one by one, so a cycle may see only
+    the first few: submitted in priority order, the result does not depend on that."""
     import yaml
 
-    names = []
+    found = []
     for path in sorted(WORKLOADS_DIR.glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
             if doc and doc.get("kind") == "Workload":
-                names.append(doc["metadata"]["name"])
-    return names
+                priority = int((doc.get("spec") or {}).get("priority", 0))
+                found.append((-priority, doc["metadata"]["name"], path))
+    return [(path, name) for _, name, path in sorted(found)]
 
 
 def is_ready(status: dict[str, Any]) -> bool:
@@ -391,10 +396,12 @@ def run(local: Cluster, timeout: float, keep: bool = True) -> int:
         say(f"      pid {pid}, log {shown(local.logs / 'operator.log')}, "
             f"metrics http://127.0.0.1:{port}/metrics")  # fmt: skip
     with step(4, f"Submitting the example workloads (namespace {NAMESPACE})"):
-        expected = example_workload_names()
+        workloads = example_workloads()
+        expected = [name for _, name in workloads]
         local.kubectl("apply", "--server-side", "--force-conflicts",
                       "-f", str(WORKLOADS_DIR / "namespace.yaml"))  # fmt: skip
-        local.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(WORKLOADS_DIR))
+        files = list(dict.fromkeys(str(path) for path, _ in workloads))  # in that order
+        local.kubectl("apply", "--server-side", "--force-conflicts", *(f"-f={f}" for f in files))
         say(f"      {', '.join(expected)}")
     with step(5, f"Waiting until every workload is placed and running (up to {timeout:g}s)"):
         items = wait_for_workloads(local, expected, pid, timeout)
