@@ -681,11 +681,16 @@ class Bench:
     # --- the floor ------------------------------------------------------------------------
 
     def floor(
-        self, name: str, workloads: list[dict[str, Any]], tessera_pods: list[dict[str, Any]]
+        self,
+        name: str,
+        workloads: list[dict[str, Any]],
+        tessera_pods: list[dict[str, Any]],
+        backlog: bool = False,
     ) -> tuple[dict[str, Any], Phase]:
         """The same Workloads in another namespace, turned into the pods Tessera made of
         them by an operator that costs next to nothing (bench/floor_operator.py): what any
-        operator could do at best on this machine. The phase is left for the clean-up."""
+        operator could do at best on this machine; with backlog, all of them created before
+        it starts. The phase is left for the clean-up."""
         phase = self.phase(f"floor-{name}", "floor")
         ns = phase.namespace
         bodies = copy.deepcopy(workloads)
@@ -705,7 +710,6 @@ class Bench:
         # A backlog's Workloads are all created first; the floor operator then lists them
         # (no resourceVersion: a watch from before them can be too old for the API server,
         # 410 Gone after 10,000 creates) and is handed all of them at once.
-        backlog = name == "backlog"
         rv = "" if backlog else phase.resource_version
         start = functools.partial(self.floor_operator.start, name, ns, rv, dict(pods))
         if not backlog:
@@ -867,8 +871,8 @@ class Bench:
             self.cleanup(phase)
         op["afterRestartPeakRssMB"] = round(self.operator.figures()["peakRssMB"], 1)
         self.step = "tessera backlog"
-        backlog = specs.singles(a.workloads, self.pools, "")
-        t, phase = self.backlog(backlog)
+        pending = specs.singles(a.workloads, self.pools, "")
+        t, phase = self.backlog(pending)
         pods["backlog"] = t.pop("tesseraPods")
         r["backlog"] = {"tessera": t}
         r["restart"]["duplicatesAndOrphans"] += t["integrity"]["duplicatesAndOrphans"]
@@ -894,7 +898,7 @@ class Bench:
                 self.step = f"clean-up after {kind} {mix}"
                 self.cleanup(phase)
         self.step = "floor backlog"
-        b, phase = self.floor("backlog", backlog, pods["backlog"])
+        b, phase = self.floor("backlog", pending, pods["backlog"], backlog=True)
         r["backlog"]["floor"] = b
         r["backlog"]["ratioToFloor"] = _ratio(
             r["backlog"]["tessera"]["podsCreatedPerSecond"], b["podsCreatedPerSecond"]
