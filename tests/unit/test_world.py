@@ -414,7 +414,9 @@ def test_reserved_devices_follow_pods_and_status_across_cycles() -> None:
     w = world(moved, pending)
     assert w.free("n0", "nvidia.com/gpu") == 8 and w.free("n1", "nvidia.com/gpu") == 0
     assert world(None, []).free("n1", "nvidia.com/gpu") == 8
-    assert not cache.placed and not cache.promised  # nothing kept for a deleted workload
+    assert (
+        not cache.placed and not cache.workloads.promised and not cache.workloads.totals
+    )  # nothing kept for a deleted workload
 
 
 def test_a_pool_status_write_keeps_the_cached_membership_and_resolution() -> None:
