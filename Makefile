@@ -71,6 +71,7 @@ lock: $(STAMP) ## Rewrite requirements.lock (the image's pinned dependencies) fr
 
 bench: $(STAMP) tools ## Run the benchmarks (SCALE=large: the 5,000-node fleet); results in bench/results/
 	@$(PY) bench/planning.py
+	@$(PY) bench/cycles.py
 	@$(PY) bench/quality.py --jobs 2000 --seeds 2
 	@$(PY) bench/fleet.py --scale $(SCALE)
 
