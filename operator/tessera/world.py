@@ -354,7 +354,7 @@ def by_id(objects: dict[Any, Any]) -> dict[int, Any]:
 
 
 def changed(before: dict[int, Any], after: dict[int, Any]) -> set[Any]:
-    """The keys whose object is not the same in two `_by_id` maps: new, replaced or gone."""
+    """The keys whose object is not the same in two `by_id` maps: new, replaced or gone."""
     return {after[i] for i in after.keys() - before.keys()} | {
         before[i] for i in before.keys() - after.keys()
     }
@@ -670,8 +670,12 @@ class World:
                 r.placed.pop(key, None)
             else:
                 r.placed[key] = placed
-            waiting = placed is None and facts is not None and not facts.deleting
-            if waiting and facts is not None and facts.status.get("phase") not in TERMINAL:
+            if (
+                facts is not None
+                and placed is None
+                and not facts.deleting
+                and facts.status.get("phase") not in TERMINAL
+            ):
                 r.unplaced.add(key)
             else:
                 r.unplaced.discard(key)
