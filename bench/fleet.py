@@ -61,6 +61,7 @@ SCALES = {
 WORKLOADS = f"/apis/{specs.API_VERSION}/namespaces/{{ns}}/workloads"
 PODS = "/api/v1/namespaces/{ns}/pods"
 DELETE_THREADS = 4  # clean-up batches deleted at once
+WARM_UP = 1000  # Workloads in the unmeasured burst that warms the control plane up
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,7 @@ class Bench:
             "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds")
         )
         self.cluster.wait_established(["workloads.tessera.dev", "acceleratorpools.tessera.dev"])
+        wait_until("the Workloads' watch cache", self.workloads_watchable, 60, poll=0.5)
         self.groups = fleet_desc.pool_groups(fleet_desc.load_groups(), a.pools, a.nodes, 8)
         fleet_file = self.state / "bench-fleet.yaml"
         fleet_file.write_text(yaml.safe_dump({"groups": self.groups}, sort_keys=False))
@@ -167,6 +169,16 @@ class Bench:
         self.say(
             f"fleet ready: {', '.join(g['name'] + ':' + str(g['count']) for g in self.groups)}"
         )
+
+    def workloads_watchable(self) -> bool:
+        """Whether a watch of the Workloads from the present is served: just after the CRD
+        is established, their watch cache is still filling (429, "storage is (re)initializing"),
+        and then starts at a resourceVersion that a namespace made before it is too old for."""
+        path = f"/apis/{specs.API_VERSION}/workloads"
+        rv = self.api.get(path, limit="1")["metadata"]["resourceVersion"]
+        query = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": "1"}
+        status, event = self.api.call("GET", path, query=query, ok=(429,))
+        return status == 200 and (event or {}).get("type") != "ERROR"
 
     def start_operator(self) -> None:
         """Starts the operator and waits until it is warm: healthy, every pool's status
@@ -691,20 +703,37 @@ class Bench:
         them by an operator that costs next to nothing (bench/floor_operator.py): what any
         operator could do at best on this machine; with backlog, all of them created before
         it starts. The phase is left for the clean-up."""
-        phase = self.phase(f"floor-{name}", "floor")
+
+        def made(ns: str) -> dict[str, list[dict[str, Any]]]:
+            pods: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for pod in tessera_pods:
+                body = specs.baseline_pod(pod, ns, floor=True)
+                pods[body["metadata"]["labels"][specs.GROUP_LABEL]].append(body)
+            return pods
+
+        return self.floor_burst(f"floor-{name}", f"floor {name}", workloads, made, backlog)
+
+    def floor_burst(
+        self,
+        name: str,
+        title: str,
+        workloads: list[dict[str, Any]],
+        made: Callable[[str], dict[str, list[dict[str, Any]]]],
+        backlog: bool = False,
+    ) -> tuple[dict[str, Any], Phase]:
+        """Workloads created in namespace bench-<name>, each turned at once into the pods
+        `made(namespace)` holds for it by the floor operator."""
+        phase = self.phase(name, "floor")
         ns = phase.namespace
         bodies = copy.deepcopy(workloads)
         for body in bodies:
             body["metadata"]["namespace"] = ns
-        pods: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for pod in tessera_pods:
-            body = specs.baseline_pod(pod, ns, floor=True)
-            pods[body["metadata"]["labels"][specs.GROUP_LABEL]].append(body)
+        pods = made(ns)
         phase.sizes = {w["metadata"]["name"]: w["spec"]["replicas"] for w in bodies}
         phase.batches = specs.batches(bodies)
         total = sum(phase.sizes.values())
         self.say(
-            f"floor {name}: creating {len(bodies)} Workloads ({total} pods) in {ns}, their "
+            f"{title}: creating {len(bodies)} Workloads ({total} pods) in {ns}, their "
             "pods created by the floor operator" + self.pace
         )
         # A backlog's Workloads are all created first; the floor operator then lists them
@@ -729,7 +758,7 @@ class Bench:
                 if self.floor_operator.pid is None:
                     raise BenchError("the floor operator exited (its log is in the state dir)")
 
-            self.wait_bound(phase, f"the floor {name}", total, alive)
+            self.wait_bound(phase, f"the {title}", total, alive)
             if backlog:
                 result = self.backlog_figures(phase, began, first, last_post, "floor operator")
             else:
@@ -737,9 +766,26 @@ class Bench:
         finally:
             self.floor_operator.stop()
         if not backlog:
-            self.report_phase(f"floor {name}", result)
+            self.report_phase(title, result)
             self.say(f"  floor operator: {result['podsCreatedPerSecond']} pods created/s")
         return result, phase
+
+    def warm_up(self, n: int) -> dict[str, Any]:
+        """A burst before any measured one, not measured: n one-pod Workloads turned into
+        pods by the floor operator (no Tessera), then cleaned up. The first burst on a fresh
+        control plane is slow whoever makes the pods (the floor's: creation to all bound p50
+        2.6 s first, 0.6 s after; bench/README.md, the twenty-fifth round), and the measured
+        bursts used to start with Tessera's, the baseline's and floor's came after it."""
+        workloads = specs.singles(n, self.pools, "")
+        resources = {g["name"]: fleet_desc.device_resource(g) or "" for g in self.groups}
+
+        def made(ns: str) -> dict[str, list[dict[str, Any]]]:
+            return specs.warm_up_pods(workloads, self.pools, resources, ns)
+
+        result, phase = self.floor_burst("warm-up", "warm-up (not measured)", workloads, made)
+        self.cleanup(phase)
+        keep = ("workloads", "clientCreatesPerSecond", "createdToPodsCreated", "createdToBound")
+        return {k: result[k] for k in keep} | {"podsBoundPerSecond": result["podsBoundPerSecond"]}
 
     # --- cleaning up between phases -------------------------------------------------------
 
@@ -840,6 +886,9 @@ class Bench:
         soon as it is measured, so a run that fails later still reports what it measured."""
         a, r = self.args, self.results
         self.setup()
+        if a.warm_up:
+            self.step = "warm-up"
+            r["warmUp"] = self.warm_up(a.warm_up)
         self.start_operator()
         self.step = "operator idle"
         op: dict[str, Any] = {"idle": self.idle_figures(), "burstCpuSeconds": {}}
@@ -943,6 +992,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--idle-seconds", type=float, help="idle window after the burst")
     parser.add_argument("--warm-seconds", type=float, help="quiet period before measuring idle")
+    parser.add_argument(
+        "--warm-up",
+        type=int,
+        help=f"Workloads in the unmeasured first burst (default: N, at most {WARM_UP}; 0: none)",
+    )
     parser.add_argument("--timeout", type=float, default=120, help="base timeout of each wait (s)")
     parser.add_argument("--results-dir", type=Path, default=HERE / "results")
     parser.add_argument("--keep-state", action="store_true", help="keep the state dir and logs")
@@ -955,6 +1009,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.nodes = args.nodes or scale["nodes"]
     args.pools = args.pools or scale["pools"]
     args.workloads = args.workloads or scale["workloads"]
+    args.warm_up = min(args.workloads, WARM_UP) if args.warm_up is None else args.warm_up
     quick = SCALES["custom"] if custom and args.workloads <= 100 else scale
     args.idle_seconds = args.idle_seconds if args.idle_seconds is not None else quick["idle"]
     args.warm_seconds = args.warm_seconds if args.warm_seconds is not None else quick["warm"]
@@ -1049,6 +1104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "clientPodsPerSecond": args.rate,  # None: as fast as the client can
             "idleSeconds": args.idle_seconds,
             "warmSeconds": args.warm_seconds,
+            "warmUpWorkloads": args.warm_up,
         },
         "fleet": [
             {"pool": g["name"], "group": g["group"], "zone": g["zone"], "nodes": g["count"]}

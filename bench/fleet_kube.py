@@ -422,12 +422,12 @@ class Floor:
     def start(self, name: str, namespace: str, rv: str, pods: dict[str, list[Any]]) -> None:
         """Starts it on the namespace's Workloads from `rv` (empty: it lists those there
         first); returns once its watch is open."""
-        pods_file = self.state_dir / f"floor-{name}-pods.json"
+        pods_file = self.state_dir / f"{name}-pods.json"
         pods_file.write_text(json.dumps(pods))
         argv = [sys.executable, str(Path(__file__).with_name("floor_operator.py"))]
         argv += ["--server", self.api.server, "--pki", str(self.api.pki)]
         argv += ["--namespace", namespace, "--resource-version", rv, "--pods", str(pods_file)]
-        log = self.state_dir / f"floor-{name}.log"
+        log = self.state_dir / f"{name}.log"
         with log.open("wb") as err:
             self.proc = subprocess.Popen(
                 argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL

@@ -1,5 +1,6 @@
 """What the fleet benchmark creates: pools mirroring examples/pools, Workloads pinned to one
-pool each, and the bare pods of the baseline made from the pods Tessera created. Pure."""
+pool each, the bare pods of the baseline made from the pods Tessera created, and the pods
+of the warm-up. Pure."""
 
 from __future__ import annotations
 
@@ -157,6 +158,56 @@ def baseline_pod(pod: dict[str, Any], namespace: str, floor: bool = False) -> di
     if floor:
         out_meta["ownerReferences"] = copy.deepcopy(meta.get("ownerReferences") or [])
     return {"apiVersion": "v1", "kind": "Pod", "metadata": out_meta, "spec": out_spec}
+
+
+def warm_up_pods(
+    workloads: list[dict[str, Any]],
+    pools: list[dict[str, Any]],
+    resources: dict[str, str],
+    namespace: str,
+) -> dict[str, list[dict[str, Any]]]:
+    """The pods the floor operator creates for the warm-up's one-pod Workloads, by Workload
+    name: Tessera's shape without Tessera (the template's container with one device of the
+    pool's resource, `resources` by pool name; the pool's tolerations; required affinity to
+    the pool's labels; owned by the Workload, whose uid the floor operator fills in), left
+    to the scheduler to place among the pool's nodes."""
+    by_name = {p["metadata"]["name"]: p for p in pools}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for workload in workloads:
+        name = workload["metadata"]["name"]
+        pool = by_name[workload["spec"]["accelerator"]["pools"][0]]
+        template = copy.deepcopy(workload["spec"]["template"])
+        spec = template["spec"]
+        resource = resources[pool["metadata"]["name"]]
+        needs = spec["containers"][0].setdefault("resources", {})
+        needs.setdefault("requests", {})[resource] = "1"
+        needs.setdefault("limits", {})[resource] = "1"
+        selector = pool["spec"]["nodeSelector"]
+        expressions = [
+            {"key": k, "operator": "In", "values": [v]}
+            for k, v in sorted((selector.get("matchLabels") or {}).items())
+        ] + copy.deepcopy(selector.get("matchExpressions") or [])
+        required = {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
+        }
+        spec["tolerations"] = copy.deepcopy(pool["spec"].get("tolerations") or [])
+        owner = {
+            "apiVersion": API_VERSION,
+            "kind": "Workload",
+            "name": name,
+            "uid": "",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        meta = {
+            "name": f"{name}-0",
+            "namespace": namespace,
+            "labels": {**(template.get("metadata") or {}).get("labels", {}), GROUP_LABEL: name},
+            "ownerReferences": [owner],
+        }
+        out[name] = [{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}]
+    return out
 
 
 def _service_account(volume: str) -> bool:

@@ -563,6 +563,64 @@ def test_the_floor_operator_owns_its_pods_as_tessera_does() -> None:
     assert body["metadata"]["ownerReferences"] == [OWNER]  # the body is left as it was
 
 
+def _selects(expressions: list[dict[str, Any]], labels: dict[str, str]) -> bool:
+    """A node selector term's In / Exists expressions against a node's labels."""
+    for e in expressions:
+        if e["operator"] == "In" and labels.get(e["key"]) not in e["values"]:
+            return False
+        if e["operator"] == "Exists" and e["key"] not in labels:
+            return False
+    return True
+
+
+def test_warm_up_pods_take_their_pool_s_nodes_devices_and_taints() -> None:
+    import floor_operator
+
+    groups = fleet.pool_groups(fleet.load_groups(), pools=8, nodes=16)
+    pools = [specs.pool_manifest(g) for g in groups]
+    resources = {g["name"]: fleet.device_resource(g) for g in groups}
+    workloads = specs.singles(16, pools, "")
+    made = specs.warm_up_pods(workloads, pools, resources, "bench-warm-up")
+    assert sorted(made) == sorted(w["metadata"]["name"] for w in workloads)
+    nodes = fleet.node_manifests(groups)
+    for workload in workloads:
+        name, pool = workload["metadata"]["name"], workload["spec"]["accelerator"]["pools"][0]
+        [pod] = made[name]
+        spec = pod["spec"]
+        [term] = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ]
+        fits = {
+            n["metadata"]["name"]
+            for n in nodes
+            if _selects(term["matchExpressions"], n["metadata"]["labels"])
+        }
+        group = next(g for g in groups if g["name"] == pool)
+        assert fits == {
+            n["metadata"]["name"] for n in nodes if n["metadata"]["name"].startswith(pool + "-")
+        }
+        assert len(fits) == group["count"]
+        tolerated = {t["key"] for t in spec["tolerations"]}
+        assert {t["key"] for t in group["taints"]} <= tolerated
+        requests = spec["containers"][0]["resources"]["requests"]
+        assert requests[resources[pool]] == "1" and requests["cpu"] == "100m"
+        assert pod["metadata"]["namespace"] == "bench-warm-up"
+        assert pod["metadata"]["labels"][specs.GROUP_LABEL] == name
+        assert specs.BATCH_LABEL in pod["metadata"]["labels"]
+        uid = {"metadata": {"name": name, "uid": "u-9"}}
+        [owner] = floor_operator.owned(pod, uid)["metadata"]["ownerReferences"]
+        assert owner["uid"] == "u-9" and owner["name"] == name and owner["kind"] == "Workload"
+    assert workloads == specs.singles(16, pools, "")  # the Workloads are left as they were
+
+
+def test_the_warm_up_is_n_at_most_a_thousand() -> None:
+    bench = _bench_module()
+    assert bench.parse_args([]).warm_up == 1000
+    assert bench.parse_args(["--scale", "large"]).warm_up == 1000
+    assert bench.parse_args(["--nodes", "16", "--workloads", "12"]).warm_up == 12
+    assert bench.parse_args(["--warm-up", "0"]).warm_up == 0
+
+
 def test_comparison_sets_tessera_beside_the_floor_and_the_bare_scheduler() -> None:
     floor = {
         "pods": 1000,
