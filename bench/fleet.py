@@ -97,7 +97,8 @@ class Phase:
 
 
 class Bench:
-    """One run: a fresh cluster in a temporary directory, the operator, six bursts."""
+    """One run: a fresh cluster in a temporary directory, the operator, an unmeasured
+    warm-up, six measured bursts and two backlogs."""
 
     def __init__(self, args: argparse.Namespace, state: Path) -> None:
         self.args, self.state = args, state

@@ -48,3 +48,15 @@ def test_earliest_fit_replays_releases_node_by_node() -> None:
     assert earliest_fit(free, releases, 8, 1) == 7200.0  # b's 4 are not enough for 8
     assert earliest_fit(free, releases, 8, 2) is None
     assert earliest_fit(free, [(60.0, "elsewhere", 8)], 8, 1) is None
+
+
+def test_a_copy_takes_and_gives_apart_from_its_original() -> None:
+    fit = NodeFit([("a", 8), ("b", 4), ("c", 0)])
+    fit.room(4)  # a cached count, copied with it
+    copy = fit.copy()
+    assert copy.take(4, 2) == ["b", "a"]
+    assert fit.free == {"a": 8, "b": 4, "c": 0} and fit.room(4) == 3
+    assert fit.take(8, 1) == ["a"]
+    assert copy.free == {"a": 4, "b": 0, "c": 0} and copy.room(4) == 1
+    copy.give("c", 8)
+    assert fit.free["c"] == 0 and fit.levels == {4: ["b"]}
