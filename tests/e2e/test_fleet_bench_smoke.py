@@ -1,6 +1,6 @@
-"""The fleet benchmark at a tiny scale, end to end: its own control plane, the operator, both
-mixes through Tessera, through the bare scheduler and through the floor operator, the
-restart, the backlog, the results file."""
+"""The fleet benchmark at a tiny scale, end to end: its own control plane, the warm-up, the
+operator, both mixes through Tessera, through the bare scheduler and through the floor
+operator, the restart, the backlog, the results file."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ def test_fleet_benchmark_runs_and_reports_every_figure(tmp_path: Path) -> None:
     assert (tmp_path / "fleet-custom.png").stat().st_size > 0
     assert r["parameters"]["nodes"] == 16 and len(r["fleet"]) == 2
     assert r["versions"]["apiserver"].startswith("v")
+    # the unmeasured warm-up came first: every one of its pods was made and bound
+    assert r["parameters"]["warmUpWorkloads"] == 12
+    assert r["warmUp"]["workloads"] == 12 and r["warmUp"]["createdToBound"]["n"] == 12
     assert len(r["source"]["commit"]) == 40 and "operatorChangedDuringRun" in r["source"]
     for mix in ("singles", "gangs"):
         tessera, baseline = r["tessera"][mix], r["baseline"][mix]
