@@ -1,6 +1,6 @@
 """What the fleet benchmark creates: pools mirroring examples/pools, Workloads pinned to one
 pool each, the bare pods of the baseline made from the pods Tessera created, and the pods
-of the warm-up. Pure."""
+of the warm-up. Pure; the warm-up's pods take Tessera's node affinity (tessera.runtime)."""
 
 from __future__ import annotations
 
@@ -168,9 +168,12 @@ def warm_up_pods(
 ) -> dict[str, list[dict[str, Any]]]:
     """The pods the floor operator creates for the warm-up's one-pod Workloads, by Workload
     name: Tessera's shape without Tessera (the template's container with one device of the
-    pool's resource, `resources` by pool name; the pool's tolerations; required affinity to
-    the pool's labels; owned by the Workload, whose uid the floor operator fills in), left
-    to the scheduler to place among the pool's nodes."""
+    pool's resource, `resources` by pool name; the pool's tolerations; Tessera's required
+    affinity to the pool's labels, without its pin to a node; owned by the Workload, whose
+    uid the floor operator fills in), left to the scheduler to place among the pool's nodes."""
+    # Imported here: floor_operator.py imports this module, and its start is measured.
+    from tessera import api, runtime
+
     by_name = {p["metadata"]["name"]: p for p in pools}
     out: dict[str, list[dict[str, Any]]] = {}
     for workload in workloads:
@@ -182,15 +185,8 @@ def warm_up_pods(
         needs = spec["containers"][0].setdefault("resources", {})
         needs.setdefault("requests", {})[resource] = "1"
         needs.setdefault("limits", {})[resource] = "1"
-        selector = pool["spec"]["nodeSelector"]
-        expressions = [
-            {"key": k, "operator": "In", "values": [v]}
-            for k, v in sorted((selector.get("matchLabels") or {}).items())
-        ] + copy.deepcopy(selector.get("matchExpressions") or [])
-        required = {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
-        spec["affinity"] = {
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
-        }
+        selector = api.LabelSelector.model_validate(pool["spec"]["nodeSelector"])
+        spec["affinity"] = {"nodeAffinity": runtime.node_affinity(selector, None)}
         spec["tolerations"] = copy.deepcopy(pool["spec"].get("tolerations") or [])
         owner = {
             "apiVersion": API_VERSION,
