@@ -3,10 +3,11 @@ tolerations, vendor variant, TESSERA_* descriptor). Pure; no kopf, kubernetes or
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import pydantic_core
 
 from tessera import api
 
@@ -86,7 +87,9 @@ def build_pod(
 ) -> dict[str, Any]:
     """The pod for one replica of a placed workload, ready to create."""
     spec = workload.spec
-    template = copy.deepcopy(spec.template)
+    # A copy of the template's JSON through pydantic-core: copy.deepcopy was half of this
+    # function's time (6.1 us against 1.7 for a bench pod's template).
+    template: dict[str, Any] = pydantic_core.from_json(pydantic_core.to_json(spec.template))
     meta = template.get("metadata") or {}
     pod_spec: dict[str, Any] = template.get("spec") or {}
     count = spec.accelerator.count
