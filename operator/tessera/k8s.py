@@ -114,11 +114,14 @@ class Kube:
         # what the controllers, kwok or kubectl ask for (the fleet benchmark counts its LISTs).
         self._api.user_agent = USER_AGENT
         # A pooled keep-alive connection the server closed is retried; anything else fails
-        # over to the caller quickly, and the loop retries on its own schedule.
-        self._api.configuration.retries = 2
+        # over to the caller quickly, and the loop retries on its own schedule. Set on the
+        # pool manager, which the client built from its configuration already (setting
+        # configuration.retries here, as this did until 2026-12-05, changed nothing:
+        # urllib3's default of 3 applied).
         # One connection per concurrent writer of the reconcile loop (32 for objects, 32
         # sending a burst's pods, 4 for pools, 4 for Events), one per watch, and a few more.
-        self._api.rest_client.pool_manager.connection_pool_kw["maxsize"] = 96
+        pool_kw = self._api.rest_client.pool_manager.connection_pool_kw
+        pool_kw.update(retries=2, maxsize=96)
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
     @classmethod
