@@ -10,20 +10,22 @@ STAMP := $(VENV)/.installed
 export KUBECONFIG_LOCAL := $(CURDIR)/.tessera/kubeconfig
 SCALE ?= default
 
-.PHONY: help venv tools cluster-up cluster-down demo test test-unit lint fmt crds chart lock bench bench-fleet clean
+.PHONY: help venv tools cluster-up cluster-down demo test test-unit lint fmt crds chart lock bench bench-fleet bench-table clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-# Runtime dependencies are installed at requirements.lock's pins (what the image ships), so a
-# new release upstream changes neither the tests nor the lock check. To move a pin: `.venv/bin/pip
-# install -U NAME`, then `make lock`.
-$(STAMP): pyproject.toml requirements.lock
+# Runtime dependencies are installed at requirements.lock's pins (what the image ships), the
+# development and benchmark tools at requirements-dev.lock's, so a new release upstream changes
+# neither the tests, the linters nor the lock check. To move a pin: `.venv/bin/pip install -U
+# NAME`, then `make lock`.
+$(STAMP): pyproject.toml requirements.lock requirements-dev.lock
 	@echo "==> creating $(VENV) and installing Tessera with its development tools"
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required")'
 	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	@$(VENV)/bin/pip install --quiet --upgrade pip
-	@$(VENV)/bin/pip install --quiet --constraint requirements.lock -e '.[dev,bench]'
+	@$(VENV)/bin/pip install --quiet --constraint requirements.lock \
+		--constraint requirements-dev.lock -e '.[dev,bench]'
 	@touch $@
 
 venv: $(STAMP) ## Create the virtualenv with Tessera and its dev tools
@@ -66,17 +68,21 @@ crds: $(STAMP) ## Regenerate crds/, docs/api.md and the chart's generated parts 
 chart: $(STAMP) tools ## Regenerate the chart's CRDs and RBAC, and deploy/, from crds/ and the code
 	@$(PY) hack/sync_chart.py
 
-lock: $(STAMP) ## Rewrite requirements.lock (the image's pinned dependencies) from .venv
+lock: $(STAMP) ## Rewrite requirements.lock (the image's pins) and requirements-dev.lock from .venv
 	@$(PY) hack/lock_requirements.py
 
 bench: $(STAMP) tools ## Run the benchmarks (SCALE=large: the 5,000-node fleet); results in bench/results/
 	@$(PY) bench/planning.py
 	@$(PY) bench/cycles.py
 	@$(PY) bench/quality.py --jobs 2000 --seeds 2
-	@$(PY) bench/fleet.py --scale $(SCALE)
+	@$(PY) bench/fleet_bench.py --scale $(SCALE)
+	@$(PY) hack/bench_table.py
 
 bench-fleet: $(STAMP) tools ## Only the fleet-scale benchmark on a local control plane (SCALE=default|large)
-	@$(PY) bench/fleet.py --scale $(SCALE)
+	@$(PY) bench/fleet_bench.py --scale $(SCALE)
+
+bench-table: $(STAMP) ## Rewrite the benchmark table (README.md, bench/README.md) from bench/results/
+	@$(PY) hack/bench_table.py
 
 clean: cluster-down ## Stop the cluster and remove the virtualenv (the binary cache stays)
 	@rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

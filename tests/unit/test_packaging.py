@@ -1,5 +1,5 @@
 """How Tessera ships, checked without a cluster: the Helm chart (lint, templates, schema,
-generated parts), the plain manifests in deploy/, the container image recipe, the lock file,
+generated parts), the plain manifests in deploy/, the container image recipe, the lock files,
 the GitOps and kind examples. Needs the pinned helm and kubectl (`make tools`)."""
 
 from __future__ import annotations
@@ -459,6 +459,8 @@ def test_builder_installs_exactly_the_lock() -> None:
     assert "--no-deps" in builder and "-r requirements.lock" in builder
     assert "--only-binary=:all:" in builder  # binary wheels: no compiler in either stage
     assert "PIP_NO_CACHE_DIR=1" in " ".join(a for i, a in _stages()[0] if i == "ENV")
+    # The image ships the runtime only: neither the dev tools nor their lock.
+    assert lock_requirements.DEV_LOCK.name not in (REPO / "Dockerfile").read_text()
 
 
 def test_entrypoint_is_the_console_script_the_package_installs() -> None:
@@ -477,23 +479,57 @@ def test_entrypoint_is_the_console_script_the_package_installs() -> None:
     assert callable(target)
 
 
-def test_lock_pins_every_runtime_dependency_and_their_closure() -> None:
+def _pins(lock: Path) -> dict[str, str]:
+    """Canonical name -> version of every line of a lock file, each an exact pin."""
     locked = {}
-    for line in (REPO / "requirements.lock").read_text().splitlines():
+    for line in lock.read_text().splitlines():
         if line and not line.startswith("#"):
             name, _, version = line.partition("==")
-            assert version, f"not an exact pin: {line}"
+            assert version, f"{lock.name}: not an exact pin: {line}"
             locked[canonicalize_name(name)] = version
-    for dep in PYPROJECT["project"]["dependencies"]:
+    return locked
+
+
+def _assert_pinned(deps: list[str], locked: dict[str, str], lock: str) -> None:
+    for dep in deps:
         req = Requirement(dep)
         name = canonicalize_name(req.name)
-        assert name in locked, f"{req.name} (pyproject) is not in requirements.lock"
+        assert name in locked, f"{req.name} (pyproject) is not in {lock}"
         assert req.specifier.contains(locked[name], prereleases=True), (dep, locked[name])
+
+
+def test_lock_pins_every_runtime_dependency_and_their_closure() -> None:
+    locked = _pins(lock_requirements.LOCK)
+    _assert_pinned(PYPROJECT["project"]["dependencies"], locked, "requirements.lock")
     # The closure: what the locked versions themselves require is locked too, at what the
     # tests ran against (the virtualenv).
     assert locked == lock_requirements.closure(), (
         "requirements.lock is out of date: .venv/bin/python hack/lock_requirements.py"
     )
+
+
+def test_dev_lock_pins_every_dev_and_bench_extra_and_their_closure() -> None:
+    """The tools CI runs (linters, type checker, test runner, benchmark libraries) are pinned
+    like the runtime, so an upstream release cannot change what CI runs overnight."""
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    assert set(extras) == lock_requirements.DEV_EXTRAS, "a new extra: lock it or say why not"
+    runtime, dev = _pins(lock_requirements.LOCK), _pins(lock_requirements.DEV_LOCK)
+    assert not runtime.keys() & dev.keys(), "a package is pinned in one lock only"
+    for extra in sorted(extras):
+        _assert_pinned(extras[extra], runtime | dev, "requirements(-dev).lock")
+    assert dev == lock_requirements.dev_closure(), (
+        "requirements-dev.lock is out of date: .venv/bin/python hack/lock_requirements.py"
+    )
+
+
+def test_the_virtualenv_is_installed_at_both_locks() -> None:
+    """`make venv` reinstalls when either lock changes and constrains every install by both."""
+    makefile = (REPO / "Makefile").read_text().replace("\\\n", " ")
+    (rule,) = [line for line in makefile.splitlines() if line.startswith("$(STAMP):")]
+    (install,) = [line for line in makefile.splitlines() if "-e '.[dev,bench]'" in line]
+    for lock in lock_requirements.LOCKS:
+        assert lock.name in rule.split(), f"the virtualenv does not depend on {lock.name}"
+        assert f"--constraint {lock.name}" in install, f"make venv ignores {lock.name}"
 
 
 # --- examples: GitOps and kind -----------------------------------------------------------------
