@@ -771,9 +771,6 @@ class WorkloadSpec(_Model):
         """Always-restart pods are services: recreated when they vanish, migrated off drains."""
         return self.restart_policy == "Always"
 
-    def duration_seconds(self) -> float | None:
-        return parse_duration(self.estimated_duration) if self.estimated_duration else None
-
 
 class ScoreBreakdown(_Model):
     """How a pool's score was made: each normalised term in [0, 1] and the total."""

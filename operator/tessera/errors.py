@@ -42,7 +42,3 @@ class Conflict(ApiError):
 
 class Gone(ApiError):
     """A watch or list asked for a resourceVersion the server no longer keeps: list again."""
-
-
-class InvalidSpec(TesseraError):
-    """An object's spec cannot be parsed; the message names the field."""

@@ -3,7 +3,7 @@ Imports only tessera.api and tessera.catalog: no kopf, kubernetes, prometheus_cl
 
 from tessera.placement.cycle import Decision, plan
 from tessera.placement.explain import MAX_CANDIDATES, table
-from tessera.placement.feasibility import reasons, satisfies
+from tessera.placement.feasibility import satisfies
 from tessera.placement.fit import NodeFit, earliest_fit
 from tessera.placement.scoring import OBJECTIVE_WEIGHTS, Scored, score, throughputs, weights_for
 from tessera.placement.snapshot import (
@@ -31,7 +31,6 @@ __all__ = [
     "earliest_fit",
     "plan",
     "pool_state",
-    "reasons",
     "satisfies",
     "score",
     "table",

@@ -248,25 +248,6 @@ class Decision:
             "candidates": [c.model_dump(by_alias=True) for c in self.candidates],
         }
 
-    def to_status(
-        self, now: datetime, status: api.WorkloadStatus | None = None
-    ) -> api.WorkloadStatus:
-        """The Workload status fields this decision sets, on top of `status`."""
-        base = status or api.WorkloadStatus()
-        return base.model_copy(
-            update={
-                "phase": api.Phase.PLACED if self.placed else api.Phase.PENDING,
-                "pool": self.pool,
-                "accelerator": self.accelerator,
-                "vendor": self.vendor,
-                "score": self.score,
-                "assignments": list(self.assignments),
-                "candidates": list(self.candidates),
-                "message": self.message,
-                "placed_at": now if self.placed else None,
-            }
-        )
-
 
 @dataclass(slots=True)
 class _Pool:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 
 from tessera.placement.fit import NodeFit
-from tessera.placement.snapshot import PendingWorkload, PoolState, PoolView, parse_version
+from tessera.placement.snapshot import PendingWorkload, PoolView, parse_version
 
 _CONSTRAINT = re.compile(r"^(>=|<=|==|>|<|=|~)?\s*([0-9]+(?:\.[0-9]+){0,3})$")
 
@@ -129,17 +129,3 @@ def capacity_reason(workload: PendingWorkload, pool: PoolView, fit: NodeFit) -> 
     if largest < count:
         return f"no node has {count} free {pool.resource} (largest free: {largest})"
     return f"room for {room} of {replicas} pods of {count} {pool.resource} now"
-
-
-def reasons(
-    workload: PendingWorkload, pool: PoolState, namespaces: Mapping[str, Mapping[str, str]]
-) -> list[str]:
-    """Every reason the pool cannot take the workload now: static ones, then capacity."""
-    view = PoolView.of(pool)
-    found = static_reasons(workload, view, namespaces.get(workload.namespace, {}))
-    if not found:
-        fit = NodeFit((n.name, n.free) for n in pool.nodes if n.ready)
-        cap = capacity_reason(workload, view, fit)
-        if cap:
-            found.append(cap)
-    return found
