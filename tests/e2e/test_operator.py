@@ -191,10 +191,9 @@ def test_service_pods_that_vanish_are_recreated_on_the_same_pool(ns: Kubectl) ->
         ),
     )
     ns("wait", "--for=condition=Ready", "awl/svc", "-n", ns.ns, "--timeout=60s")
-    assert all(
-        p["metadata"]["labels"]["tessera.dev/pool"] == pool
-        for p in ns.pods(**{"tessera.dev/workload": "svc"})
-    )
+    pods = ns.pods(**{"tessera.dev/workload": "svc"})
+    assert len(pods) == 2, [p["metadata"]["name"] for p in pods]  # both replicas, none lost
+    assert {p["metadata"]["labels"]["tessera.dev/pool"] for p in pods} == {pool}
 
 
 def test_unschedulable_gang_falls_back_to_the_next_pool(ns: Kubectl, operator: Operator) -> None:

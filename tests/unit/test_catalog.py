@@ -252,9 +252,18 @@ def test_resolve_from_labels_applies_spec_overrides() -> None:
     assert acc.peak_tflops[api.Precision.FP8] == 1978.9  # the catalog fills the rest
     assert acc.cost_per_device_hour == 2.5 and acc.power_watts == 700
     assert {"nvlink", "infiniband"} <= acc.features and acc.software == "cuda"
-    status = acc.to_api()
-    assert isinstance(status, api.ResolvedAccelerator)
-    assert status.model_dump(by_alias=True)["peakTFLOPS"]["bf16"] == 900
+    status = acc.to_api().model_dump(by_alias=True, mode="json")  # status.accelerator
+    expected = {
+        "vendor": "nvidia",
+        "model": "H100-SXM5-80GB",
+        "source": "labels",
+        "resourceName": "nvidia.com/gpu",
+        "memoryGiB": 79,
+        "costPerDeviceHour": 2.5,
+        "powerWatts": 700,
+    }
+    assert {k: status[k] for k in expected} == expected
+    assert status["peakTFLOPS"]["bf16"] == 900 and status["peakTFLOPS"]["fp8"] == 1978.9
 
 
 def test_resolve_unknown_hardware_needs_memory_and_flops() -> None:

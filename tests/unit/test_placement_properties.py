@@ -3,6 +3,7 @@ no needless waiting, price monotonicity and more capacity never hurting."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 
 from builders import NOW, pool, snapshot, workload
@@ -112,11 +113,8 @@ def test_same_input_same_plan(snap: Snapshot, pending: list[PendingWorkload]) ->
 @PROPS
 @given(fleets(), queues(durations=True), st.randoms(use_true_random=False))
 def test_plan_does_not_depend_on_listing_order(
-    snap: Snapshot, pending: list[PendingWorkload], rnd: object
+    snap: Snapshot, pending: list[PendingWorkload], rnd: random.Random
 ) -> None:
-    import random
-
-    assert isinstance(rnd, random.Random)
     shuffled_pools = []
     for p in snap.pools:
         nodes = list(p.nodes)

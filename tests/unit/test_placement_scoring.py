@@ -7,12 +7,11 @@ from builders import pool, workload
 
 from tessera import api
 from tessera.placement import PoolView, score, throughputs
-from tessera.placement.snapshot import PoolState
+from tessera.placement.snapshot import PendingWorkload, PoolState
 
 
-def ranked(w: object, *pools: PoolState) -> list[str]:
-    assert isinstance(w, object)
-    return [s.pool.name for s in score(w.spec, [PoolView.of(p) for p in pools])]  # type: ignore[attr-defined]
+def ranked(w: PendingWorkload, *pools: PoolState) -> list[str]:
+    return [s.pool.name for s in score(w.spec, [PoolView.of(p) for p in pools])]
 
 
 def test_performance_prefers_the_fastest_at_the_precision() -> None:
@@ -90,7 +89,8 @@ def test_each_score_carries_its_breakdown() -> None:
     views = [PoolView.of(pool("l4")), PoolView.of(pool("h100", preference=5))]
     result = {s.pool.name: s for s in score(workload(objective="balanced").spec, views)}
     h100, l4 = result["h100"].breakdown, result["l4"].breakdown
-    assert isinstance(h100, api.ScoreBreakdown)
+    for b in (h100, l4):  # built without validation: each is still a valid ScoreBreakdown
+        assert api.ScoreBreakdown.model_validate(b.model_dump()).model_dump() == b.model_dump()
     assert h100.performance == 1.0 and l4.performance == pytest.approx(121 / 989.4, abs=1e-4)
     assert max(h100.cost, l4.cost) == 1.0 and max(h100.energy, l4.energy) == 1.0
     assert h100.preference == 5 and h100.throughput == 989.4
