@@ -17,11 +17,14 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import urllib3
 
-from fleet_measure import Request
+# Annotations only: fleet_measure imports tessera (pydantic), and the floor operator, which
+# imports this module, starts without it so its start-up stays as light as it can be.
+if TYPE_CHECKING:
+    from fleet_measure import Request
 
 TESSERA = Path(sys.executable).parent / "tessera"
 USER_AGENT = "tessera-bench"

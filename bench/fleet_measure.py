@@ -12,21 +12,17 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from tessera.watched import resources
+
 WORKLOAD_LABEL = "tessera.dev/workload"
 POOL_LABEL = "tessera.dev/pool"
 REPLICA_LABEL = "tessera.dev/replica"
 GROUP = "tessera.dev"
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"})
-# What the operator's kopf indexes list and watch (tessera.handlers.WATCHED).
-WATCHED = frozenset(
-    {
-        ("", "pods"),
-        ("", "nodes"),
-        ("", "namespaces"),
-        (GROUP, "workloads"),
-        (GROUP, "acceleratorpools"),
-    }
-)
+# The (group, plural) of every kind the operator's caches list and watch, as the operator
+# declares them (tessera.watched): a LIST of one of these during a burst or the idle window
+# is what a relisting operator would show.
+WATCHED = resources()
 
 # The client name (client_name) of the operator's user agent, tessera.k8s.USER_AGENT.
 OPERATOR_CLIENT = "tessera"

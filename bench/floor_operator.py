@@ -5,10 +5,11 @@ status, no Events. The fleet benchmark runs it after its baseline, so Tessera ca
 against the best any operator could do on the same machine, the Workload's own cost
 included (bench/README.md, "The floor").
 
-Started by bench/fleet.py as its own process (as `tessera run` is), so its CPU is counted
-apart from the bench's: floor_operator.py --server URL --pki DIR --namespace NS
---resource-version RV --pods FILE, FILE holding {workload name: [pod bodies]}. With an
-empty RV it lists the namespace's Workloads first (a backlog), then watches from the list.
+Started by the fleet benchmark (fleet_floor.py) as its own process (as `tessera run` is),
+so its CPU is counted apart from the bench's: floor_operator.py --server URL --pki DIR
+--namespace NS --resource-version RV --pods FILE, FILE holding {workload name: [pod
+bodies]}. With an empty RV it lists the namespace's Workloads first (a backlog), then
+watches from the list.
 Prints "watching" once its watch is open; runs until killed.
 """
 

@@ -3,6 +3,7 @@ write, watch bookkeeping, the integrity check, and the fleet, pools and pods it 
 
 from __future__ import annotations
 
+import ast
 import json
 import sys
 from collections import Counter
@@ -12,14 +13,46 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.append(str(REPO / "bench"))  # appended: hack/ (and its `fleet`) stays first
+sys.path.append(str(REPO / "bench"))  # hack/ is on the path too (tests/conftest.py)
 
-import fleet  # noqa: E402  (hack/fleet.py)
+import fleet  # noqa: E402  (hack/fleet.py: the simulated fleet)
+import fleet_bench  # noqa: E402  (bench/fleet_bench.py: the benchmark's runner)
 import fleet_kube  # noqa: E402
 import fleet_measure as m  # noqa: E402
 import fleet_report  # noqa: E402
 import fleet_specs as specs  # noqa: E402
 from tessera import api  # noqa: E402
+
+# --- the benchmark's modules -------------------------------------------------------------------
+
+PHASES = {
+    "fleet_setup",
+    "fleet_warmup",
+    "fleet_idle",
+    "fleet_bursts",
+    "fleet_restart",
+    "fleet_backlog",
+    "fleet_baseline",
+    "fleet_floor",
+    "fleet_cleanup",
+}
+
+
+def imports(module: str) -> set[str]:
+    tree = ast.parse((REPO / "bench" / f"{module}.py").read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    return names | {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+
+
+def test_each_phase_imports_what_its_docstring_allows() -> None:
+    """A phase imports neither the runner nor another phase (the warm-up is the floor's
+    burst); what they share is in fleet_context, which imports none of them."""
+    for phase in PHASES:
+        allowed = {phase, "fleet_floor"} if phase == "fleet_warmup" else {phase}
+        assert imports(phase) & (PHASES | {"fleet_bench"}) <= allowed, phase
+    assert not imports("fleet_context") & (PHASES | {"fleet_bench"})
+    assert imports("fleet_bench") >= PHASES
+
 
 # --- percentiles ------------------------------------------------------------------------------
 
@@ -614,11 +647,10 @@ def test_warm_up_pods_take_their_pool_s_nodes_devices_and_taints() -> None:
 
 
 def test_the_warm_up_is_n_at_most_a_thousand() -> None:
-    bench = _bench_module()
-    assert bench.parse_args([]).warm_up == 1000
-    assert bench.parse_args(["--scale", "large"]).warm_up == 1000
-    assert bench.parse_args(["--nodes", "16", "--workloads", "12"]).warm_up == 12
-    assert bench.parse_args(["--warm-up", "0"]).warm_up == 0
+    assert fleet_bench.parse_args([]).warm_up == 1000
+    assert fleet_bench.parse_args(["--scale", "large"]).warm_up == 1000
+    assert fleet_bench.parse_args(["--nodes", "16", "--workloads", "12"]).warm_up == 12
+    assert fleet_bench.parse_args(["--warm-up", "0"]).warm_up == 0
 
 
 def test_comparison_sets_tessera_beside_the_floor_and_the_bare_scheduler() -> None:
@@ -670,26 +702,13 @@ def test_a_paced_group_is_due_at_once() -> None:
 
 
 def test_the_rate_names_the_results_and_must_be_positive(tmp_path: Path) -> None:
-    bench = _bench_module()
-    args = bench.parse_args(["--rate", "120", "--results-dir", str(tmp_path)])
+    args = fleet_bench.parse_args(["--rate", "120", "--results-dir", str(tmp_path)])
     assert args.rate == 120 and args.name == "default"
-    out, _ = bench.write(args, {"parameters": {"workloads": 1, "nodes": 1, "pools": 1}})
+    out, _ = fleet_bench.write(args, {"parameters": {"workloads": 1, "nodes": 1, "pools": 1}})
     assert out.name == "fleet-default-rate120.json"
-    assert bench.parse_args([]).rate is None
+    assert fleet_bench.parse_args([]).rate is None
     with pytest.raises(SystemExit):
-        bench.parse_args(["--rate", "0"])
-
-
-def _bench_module() -> Any:
-    """bench/fleet.py, which shares its module name with hack/fleet.py."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_fleet", REPO / "bench" / "fleet.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+        fleet_bench.parse_args(["--rate", "0"])
 
 
 # --- targets ----------------------------------------------------------------------------------
