@@ -1,10 +1,10 @@
 """The reconcile loop's own cost at fleet scale, without a control plane: the real
-Reconciler and World over a stub API, a burst of one-pod Workloads arriving a fixed number
+Controller and World over a stub API, a burst of one-pod Workloads arriving a fixed number
 per cycle over the large fleet. Each cycle's pods appear bound to their nodes in the next
 cycle's caches, and each status written appears in them too, as the watches would show.
-Deterministic where fleet.py is not (no API server shares the CPUs), so a change to the
+Deterministic where fleet_bench.py is not (no API server shares the CPUs), so a change to the
 loop can be judged in a minute; what it leaves out is the API server's answers.
-Bench only: imports tessera's world and reconciler, hack/fleet.py and bench/fleet_specs.py.
+Bench only: imports tessera's world and controller, hack/fleet.py and bench/fleet_specs.py.
 
 Run: .venv/bin/python bench/cycles.py [--nodes 5000 --pools 20 --workloads 10000 --per-cycle 30];
 writes bench/results/cycles.json.
@@ -30,8 +30,8 @@ import fleet as fleet_desc  # noqa: E402  (hack/fleet.py)
 import fleet_measure as m  # noqa: E402
 import fleet_report as report  # noqa: E402
 import fleet_specs as specs  # noqa: E402
-from tessera.handlers.reconciler import SEND_QUEUE, Reconciler  # noqa: E402
-from tessera.world import ObjectFacts, PodFacts, World, node_facts, object_facts, pod_facts  # noqa: E402
+from tessera.controller.pipeline import Controller  # noqa: E402
+from tessera.world.facts import ObjectFacts, PodFacts, node_facts, object_facts, pod_facts  # noqa: E402
 
 CREATED = "2026-12-05T12:00:00Z"
 NAMESPACE = "bench"
@@ -128,7 +128,7 @@ class Caches:
 def run(nodes: int, pools: int, workloads: int, per_cycle: int) -> dict[str, Any]:
     caches = Caches(nodes, pools)
     kube = StubKube()
-    loop = Reconciler(cast(Any, kube))
+    loop = Controller(cast(Any, kube))
     bodies = specs.singles(workloads, caches.pool_bodies, NAMESPACE)
     cycles: list[dict[str, float]] = []
     arrived = 0
@@ -139,19 +139,18 @@ def run(nodes: int, pools: int, workloads: int, per_cycle: int) -> dict[str, Any
         arrived += per_cycle
         for pod in kube.pods:
             key = f"{NAMESPACE}/{pod['metadata']['labels'][specs.WORKLOAD_LABEL]}"
-            caches.bind(pod, loop.recent[key][1].assignments[0])
+            decision = loop.ledger.decision(key)
+            assert decision is not None, f"a pod of {key} without its decision"
+            caches.bind(pod, decision.assignments[0])
         for namespace, name, status in kube.statuses:
             caches.write(namespace, name, status)
         kube.pods, kube.statuses = [], []
         start = time.process_time()
         copied = caches.copy()
-        world = World(**copied, recent=loop.recent_for(copied["workloads"]), cache=loop.cache)
+        world = loop.world(copied)
         built = time.process_time()
-        loop.cycle(world, datetime.now(UTC))
-        for _ in range(SEND_QUEUE):  # the burst's senders, on threads of their own, done
-            loop._send_slots.acquire()
-        for _ in range(SEND_QUEUE):
-            loop._send_slots.release()
+        loop.cycle(world)
+        loop.workers.wait_sent()  # the burst's senders, on threads of their own, done
         end = time.process_time()
         cycles.append(
             {"world": built - start, "cycle": end - start, "workloads": len(copied["workloads"])}

@@ -851,6 +851,12 @@ class WorkloadStatus(_Model):
     )
     message: str = _field("One line on the current state.", "")
     placed_at: datetime | None = _field("When the placement decision was made.", None)
+    expected_finish: datetime | None = _field(
+        "When the run is expected to end, given an estimatedDuration: placedAt plus the "
+        "estimate scaled to the chosen pool's speed (the estimate is for the fastest pool). "
+        "Placement counts the devices free from then on.",
+        None,
+    )
     conditions: list[Condition] = _field(
         "Placed (a pool was chosen), Ready (every replica is ready) and others.",
         default_factory=list,

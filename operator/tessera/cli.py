@@ -17,9 +17,10 @@ from tessera.errors import ApiError, ClusterUnreachable, CRDsMissing, NotFound
 def _run(args: argparse.Namespace) -> int:
     import kopf
 
-    from tessera import handlers, metrics
-    from tessera.handlers.leadership import Leader
-    from tessera.handlers.reconciler import Reconciler
+    from tessera import controller as kopf_app
+    from tessera import metrics
+    from tessera.controller.leadership import Leader
+    from tessera.controller.pipeline import Controller
     from tessera.k8s import Kube
 
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN
@@ -33,8 +34,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"tessera: {err}", file=sys.stderr)
         return 2
     log.info("tessera %s connected to Kubernetes %s", __version__, version)
-    reconciler = Reconciler(kube)
-    health = metrics.Health(kube.version, lambda: reconciler.heartbeat)
+    controller = Controller(kube)
+    health = metrics.Health(kube.version, lambda: controller.heartbeat)
     try:
         server = metrics.serve(args.metrics_address, args.metrics_port, health)
     except OSError as err:
@@ -46,18 +47,20 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     log.info("metrics and /healthz on %s:%d", args.metrics_address, args.metrics_port)
 
-    # kopf runs the process; it watches nothing itself (see tessera.handlers.informers), so it
+    # kopf runs the process; it watches nothing itself (see tessera.controller.informers), so it
     # writes no finalizers, progress annotations or handler Events on Tessera's objects.
     settings = kopf.OperatorSettings()
     settings.posting.enabled = False
-    memo = kopf.Memo(reconciler=reconciler, leader=None, namespaces=tuple(args.namespace))
+    memo = kopf.Memo(
+        controller=controller, kube=kube, leader=None, namespaces=tuple(args.namespace)
+    )
     if args.leader_elect:
         identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
         memo.leader = Leader(kube, args.lease_namespace, args.lease_name, identity)
         log.info(
             "leader election on lease %s/%s as %s", args.lease_namespace, args.lease_name, identity
         )
-    _ = handlers  # importing registers the loop with kopf
+    _ = kopf_app  # importing registers the loop with kopf
     try:
         kopf.run(
             clusterwide=True,  # kopf itself watches nothing; the caches honour --namespace

@@ -20,6 +20,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from tessera import __version__, api
 from tessera.errors import ApiError, ClusterUnreachable, Conflict, CRDsMissing, Gone, NotFound
+from tessera.watched import resources as watched_resources
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -74,9 +75,7 @@ KOPF_BASE = {
 def required_rules(leader_election: bool = False) -> list[dict[str, list[str]]]:
     """The ClusterRole rules the operator needs: calls registered here plus kopf's watches
     (and, with leader election for a standby replica, the Lease calls)."""
-    from tessera.handlers import WATCHED  # the kopf shell declares what it watches
-
-    needed = set(_CALLS) | watched(WATCHED) | KOPF_BASE
+    needed = set(_CALLS) | watched(watched_resources()) | KOPF_BASE
     if leader_election:
         needed |= _LEADER_CALLS
     grouped: dict[tuple[str, str], set[str]] = {}
@@ -116,8 +115,7 @@ class Kube:
         # A pooled keep-alive connection the server closed is retried; anything else fails
         # over to the caller quickly, and the loop retries on its own schedule. Set on the
         # pool manager, which the client built from its configuration already (setting
-        # configuration.retries here, as this did until 2026-12-05, changed nothing:
-        # urllib3's default of 3 applied).
+        # configuration.retries after that changes nothing: urllib3's default of 3 applies).
         # One connection per concurrent writer of the reconcile loop (32 for objects, 32
         # sending a burst's pods, 4 for pools, 4 for Events), one per watch, and a few more.
         pool_kw = self._api.rest_client.pool_manager.connection_pool_kw
@@ -174,7 +172,7 @@ class Kube:
         pool manager sends, but the body is encoded here, by pydantic-core's JSON encoder
         (8 us for a pod against json.dumps's 27): the client's own request path, json.dumps
         included, was 8 % of the operator's CPU in a 5,000-node backlog, against 22 % in
-        urllib3 itself (bench/README.md, the twenty-sixth round)."""
+        urllib3 itself in a profile (py-spy)."""
         headers = {"Accept": "application/json", "Content-Type": content_type}
         params = list((query or {}).items())
         _, url, headers, _, _ = self._api.param_serialize(

@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from tessera.handlers.informers import Informer, Informers, sources
 
 from tessera.errors import Gone
-from tessera.handlers.informers import Informer, Informers, sources
 from tessera.k8s import Kube
-from tessera.world import PodFacts
+from tessera.world.facts import PodFacts
 
 DEVICE = "nvidia.com/gpu"
 

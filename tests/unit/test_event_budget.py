@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from tessera.handlers.reconciler import TokenBucket
+from tessera.controller.clock import ManualClock
+from tessera.controller.events import TokenBucket
 
 
 def test_a_burst_is_allowed_then_the_rate_refills_up_to_the_burst() -> None:
-    now = [0.0]
-    bucket = TokenBucket(3, 2.0, clock=lambda: now[0])
+    clock = ManualClock()
+    bucket = TokenBucket(3, 2.0, clock)
     assert [bucket.take() for _ in range(4)] == [True, True, True, False]
-    now[0] = 0.4  # 0.8 of a token
+    clock.advance(0.4)  # 0.8 of a token
     assert not bucket.take()
-    now[0] = 0.5  # 1.0
+    clock.advance(0.1)  # 1.0
     assert bucket.take() and not bucket.take()
-    now[0] = 100.0  # refilled, but never beyond the burst
+    clock.advance(99.5)  # refilled, but never beyond the burst
     assert [bucket.take() for _ in range(4)] == [True, True, True, False]

@@ -12,31 +12,32 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tessera import api
-from tessera.world import (
+from tessera.world.caches import WorldCache
+from tessera.world.facts import (
+    HOSTNAME_LABEL,
+    NodeLabels,
+    PodFacts,
+    fingerprint,
+    node_facts,
+    object_facts,
+    pod_facts,
+)
+from tessera.world.pacing import (
     BURST_WRITE_AFTER,
     FIRST_WRITE_AFTER,
-    HOSTNAME_LABEL,
     PROGRESS_EVERY,
     QUIET_AFTER_BURST,
     SLOW_START,
     CountsWrite,
-    NodeLabels,
-    PodFacts,
     RecentPlacements,
-    World,
-    WorldCache,
     bursting,
-    condition,
     counts_write,
     fallback_reason,
-    fingerprint,
     first_write_due,
-    lifecycle_status,
-    node_facts,
-    object_facts,
-    pod_facts,
     progress_only,
 )
+from tessera.world.snapshot import World
+from tessera.world.status import condition, lifecycle_status
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

@@ -13,7 +13,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tessera.world import ObjectFacts, Placed, PodFacts, World, WorldCache, node_facts, object_facts
+from tessera.world.caches import WorldCache
+from tessera.world.facts import ObjectFacts, Placed, PodFacts, node_facts, object_facts
+from tessera.world.snapshot import World
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 NODES = ("n0", "n1", "n2")
@@ -56,7 +58,8 @@ FLEETS = (
 
 def _workload(name: str, variant: int) -> ObjectFacts:
     """Variants: 0 no status; 1-3 placed on h100 (assignments differ); 4 Succeeded; 5 deleting;
-    6 placed on a pool that does not exist; 7 placed with an estimated duration."""
+    6 placed on a pool that does not exist; 7 placed with an estimated duration (and so an
+    expected finish)."""
     status: dict[str, Any] = {}
     spec: dict[str, Any] = {"replicas": 2, "accelerator": {"count": 3}}
     meta: dict[str, Any] = {"name": name, "namespace": "ml", "uid": f"u-{name}"}
@@ -73,6 +76,7 @@ def _workload(name: str, variant: int) -> ObjectFacts:
     if variant == 7:
         spec["estimatedDuration"] = "2h"
         status["placedAt"] = "2026-12-05T11:00:00Z"
+        status["expectedFinish"] = "2026-12-05T13:00:00Z"
     return object_facts(
         {"metadata": {**meta, "resourceVersion": str(variant)}, "spec": spec, "status": status}
     )
@@ -145,6 +149,9 @@ def _seen(world: World) -> tuple[Any, ...]:
     placed = {k: (p.pool, sorted(p.assignments.items())) if p else None for k in keys
               for p in [world.placement_of(k)]}  # fmt: skip
     releases = {n: sorted((r.at, r.devices) for r in rs) for n, rs in world.releases.items() if rs}
+    states = [n for pool in world.pool_specs for n in world.pool_state(pool).nodes]
+    # NodeStates are built without validation (model_construct): the World keeps the bound.
+    assert all(0 <= n.free <= n.allocatable for n in states), states
     return (
         by_workload,
         used,

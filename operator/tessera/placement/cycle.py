@@ -25,6 +25,14 @@ WAIT_MARGIN = 0.1
 _NO_NOTES: Mapping[str, str] = MappingProxyType({})
 _duration = functools.lru_cache(maxsize=4096)(api.parse_duration)  # workloads share a few
 
+
+def run_seconds(duration: float, best_throughput: float, throughput: float) -> float:
+    """How long a run takes on a pool: estimatedDuration is for the fastest feasible pool
+    (`best_throughput`), so a pool of `throughput` takes proportionally longer. The one rule
+    for when placed devices come back, within a plan and in every later one."""
+    return duration * best_throughput / throughput if throughput > 0 else math.inf
+
+
 # The `cost` objective (weights on cost alone), given an estimated duration, takes the pool
 # with the lowest price per unit of work among those expected to finish within this share
 # of the soonest expected finish (known releases, work waiting, the run at the pool's speed),
@@ -188,6 +196,10 @@ class Decision:
     nodes: tuple[str, ...] = ()  # the node of each replica, in replica order
     waiting_for: str | None = None
     message: str = ""
+    # Seconds the run is expected to take on the chosen pool (run_seconds), None without an
+    # estimatedDuration: its devices come back that long after the decision, in this plan
+    # and, through status.expectedFinish, in every later one.
+    runtime: float | None = None
     _rows: tuple[_Row, ...] = field(default=(), repr=False, compare=False)
     _ruled_out: tuple[PoolView, ...] = field(default=(), repr=False, compare=False)
     _notes: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -500,8 +512,9 @@ def _decide(
         target = pools[pool.name]
         nodes = target.fit.take(count, replicas) or []
         state.placements += 1
+        runtime = None
         if duration is not None:
-            runtime = duration * st.best_throughput / chosen.scored.throughput
+            runtime = run_seconds(duration, st.best_throughput, chosen.scored.throughput)
             for node in nodes:
                 target.releases.append((runtime, node, count))
             target.releases.sort()
@@ -514,6 +527,7 @@ def _decide(
             vendor=pool.vendor,
             score=chosen.score,
             nodes=tuple(nodes),
+            runtime=runtime,
             message=f"placed on {pool.name} ({pool.model}), score {chosen.score:.1f}, "
             f"{replicas} x {count} {pool.resource}",
             _rows=shown,
@@ -526,7 +540,7 @@ def _decide(
 
     if wait is not None and duration is not None:
         pools[wait.pool.name].backlog += (
-            replicas * count * duration * st.best_throughput / wait.throughput
+            replicas * count * run_seconds(duration, st.best_throughput, wait.throughput)
         )
     return Decision(
         namespace=w.namespace,
@@ -560,7 +574,7 @@ def _better_by_waiting(
     count, replicas = w.spec.accelerator.count, w.spec.replicas
 
     def runtime(s: Scored) -> float:
-        return duration * st.best_throughput / s.throughput if s.throughput > 0 else math.inf
+        return run_seconds(duration, st.best_throughput, s.throughput)
 
     here = ranked[first].scored if first is not None else None
     now_done = runtime(here) if here is not None else math.inf

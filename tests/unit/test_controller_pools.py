@@ -1,20 +1,22 @@
-"""The pools' status in the reconciler: computed again when a pool changes (not when the
+"""The pool status phase: computed again when a pool changes (not when the
 operator's own write moves its resourceVersion), and written beside the cycle."""
 
 from __future__ import annotations
 
 import threading
 import time
-from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any, cast
 
-from tessera.handlers.reconciler import POOL_DEVICES_EVERY, POOL_WRITERS, Reconciler
-from tessera.world import World, WorldCache, node_facts, object_facts
+from tessera.controller.clock import ManualClock
+from tessera.controller.pools import POOL_DEVICES_EVERY, POOL_WRITERS, PoolStatuses
+from tessera.world.caches import WorldCache
+from tessera.world.facts import node_facts, object_facts
+from tessera.world.snapshot import World
 
 
-def reconciler() -> Reconciler:
-    return Reconciler(cast(Any, None))  # neither test makes an API call
+def phase(kube: Any = None, clock: ManualClock | None = None) -> PoolStatuses:
+    return PoolStatuses(cast(Any, kube), cast(Any, None), clock or ManualClock())
 
 
 def test_pool_statuses_are_computed_again_when_the_pool_changes_not_its_resource_version() -> None:
@@ -45,19 +47,21 @@ def test_pool_statuses_are_computed_again_when_the_pool_changes_not_its_resource
         return World(nodes=nodes, pods=[], pools={"h100": pool}, workloads={}, namespaces={},
                      cache=cache)  # fmt: skip
 
-    r, now = reconciler(), datetime.now(UTC)
-    assert list(r._pool_statuses(world("1"), now)) == ["h100"]
-    assert r._pool_statuses(world("2"), now) == {}, "its status written: nothing changed"
-    assert list(r._pool_statuses(world("3", deleting=True), now)) == ["h100"]
-    r.statuses_at -= 10  # POOL_DEVICES_EVERY past: the counts may have moved
-    assert list(r._pool_statuses(world("3", deleting=True), now)) == ["h100"]
+    clock = ManualClock()
+    r, now = phase(clock=clock), clock.now()
+    assert list(r.compute(world("1"), now)) == ["h100"]
+    assert r.compute(world("2"), now) == {}, "its status written: nothing changed"
+    assert list(r.compute(world("3", deleting=True), now)) == ["h100"]
+    assert r.compute(world("3", deleting=True), now) == {}, "nothing changed since"
+    clock.advance(POOL_DEVICES_EVERY)  # the counts may have moved
+    assert list(r.compute(world("3", deleting=True), now)) == ["h100"]
 
 
 def test_pool_writes_go_on_beside_the_cycle_pool_writers_at_a_time() -> None:
     # The pools' status patches run on threads of their own, POOL_WRITERS at a time (each
     # request in flight holds a connection, and connections stay open); the cycle waits for
     # none of them, and a pool whose last write is still in flight is not sent again.
-    r = reconciler()
+    r = phase()
     running, peak, written = 0, 0, []
     lock = threading.Lock()
     release = threading.Event()
@@ -72,28 +76,28 @@ def test_pool_writes_go_on_beside_the_cycle_pool_writers_at_a_time() -> None:
             running -= 1
             written.append(name)
 
-    r._update_pool = update  # type: ignore[method-assign]
+    r._update = update  # type: ignore[method-assign]
     statuses: dict[str, dict[str, Any]] = {f"pool-{i:02d}": {} for i in range(20)}
     began = time.monotonic()
-    r._write_pools(cast(Any, None), statuses)
+    r.write(cast(Any, None), statuses)
     assert time.monotonic() - began < 1, "returned while every write is held"
     deadline = time.monotonic() + 5
     while peak < POOL_WRITERS and time.monotonic() < deadline:
         time.sleep(0.01)
-    r._write_pools(cast(Any, None), statuses)  # all 20 still in flight: none sent twice
+    r.write(cast(Any, None), statuses)  # all 20 still in flight: none sent twice
     release.set()
-    for future in list(r._pool_writes.values()):
+    for future in list(r._writes.values()):
         future.result(10)
     assert sorted(written) == sorted(statuses)
     assert peak == POOL_WRITERS
-    r._write_pools(cast(Any, None), {"pool-00": {}})  # its write is done: sent again
-    for future in list(r._pool_writes.values()):
+    r.write(cast(Any, None), {"pool-00": {}})  # its write is done: sent again
+    for future in list(r._writes.values()):
         future.result(10)
     assert sorted(written) == sorted([*statuses, "pool-00"])
 
 
 class PoolPatches:
-    """Records the pool status patches a reconciler sends (its only API call here)."""
+    """Records the pool status patches the phase sends (its only API call here)."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, dict[str, Any]]] = []
@@ -115,28 +119,28 @@ def test_device_counts_are_written_every_pool_devices_every_of_computation_time(
     )
     world = cast(Any, SimpleNamespace(pools={"h100": pool}))
     kube = PoolPatches()
-    r = Reconciler(cast(Any, kube))
+    r = phase(kube)
     t = time.monotonic()
 
     def status(allocated: int) -> dict[str, Any]:
         return {"devices": {"allocated": allocated}, "summary": f"{allocated}/8", "conditions": []}
 
-    r._update_pool(world, "h100", status(1), t)
-    r._update_pool(world, "h100", status(2), t + POOL_DEVICES_EVERY - 0.1)  # too soon
-    r._update_pool(world, "h100", status(3), t + POOL_DEVICES_EVERY)
-    r._update_pool(world, "h100", status(0), t + 2 * POOL_DEVICES_EVERY)  # as the pool shows
+    r._update(world, "h100", status(1), t)
+    r._update(world, "h100", status(2), t + POOL_DEVICES_EVERY - 0.1)  # too soon
+    r._update(world, "h100", status(3), t + POOL_DEVICES_EVERY)
+    r._update(world, "h100", status(0), t + 2 * POOL_DEVICES_EVERY)  # as the pool shows
     assert [s["devices"]["allocated"] for _, s in kube.sent] == [1, 3]
     # Anything but device counts goes out at once.
-    r._update_pool(world, "h100", {**status(4), "nodes": 2}, t + POOL_DEVICES_EVERY + 0.1)
+    r._update(world, "h100", {**status(4), "nodes": 2}, t + POOL_DEVICES_EVERY + 0.1)
     assert len(kube.sent) == 3
 
 
 def test_write_pools_hands_the_writers_the_time_the_statuses_were_computed() -> None:
-    r = Reconciler(cast(Any, PoolPatches()))
+    r = phase(PoolPatches())
     seen: list[float] = []
-    r._update_pool = lambda world, name, status, computed: seen.append(computed)  # type: ignore[method-assign]
-    r.statuses_at = 123.0
-    r._write_pools(cast(Any, None), {"h100": {}})
-    for future in list(r._pool_writes.values()):
+    r._update = lambda world, name, status, computed: seen.append(computed)  # type: ignore[method-assign]
+    r.computed_at = 123.0
+    r.write(cast(Any, None), {"h100": {}})
+    for future in list(r._writes.values()):
         future.result(10)
     assert seen == [123.0]

@@ -7,7 +7,7 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tessera.world import CREATED_GRACE, settle_claims
+from tessera.controller.ledger import CREATED_GRACE, settle_claims
 
 
 def test_a_seen_pod_is_forgotten_and_an_old_unseen_one_is_sent_again() -> None:

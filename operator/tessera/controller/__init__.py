@@ -1,5 +1,5 @@
-"""The kopf shell: kopf runs the process (login, start-up, signals, clean-up); the caches of
-tessera.handlers.informers feed the serialized reconcile loop. Imports kopf; the core stays pure."""
+"""The controller: kopf runs the process (login, start-up, signals, clean-up); the caches of
+tessera.controller.informers feed one serialized loop of cycles (tessera.controller.pipeline)."""
 
 from __future__ import annotations
 
@@ -14,22 +14,12 @@ from typing import Any
 
 import kopf
 
-from tessera import api, catalog, metrics
-from tessera.handlers.informers import Informers
-from tessera.handlers.leadership import Leader
-from tessera.handlers.reconciler import Reconciler
-from tessera.world import World
+from tessera import catalog, metrics
+from tessera.controller.informers import Informers
+from tessera.controller.leadership import Leader
+from tessera.controller.pipeline import Controller
 
-log = logging.getLogger("tessera.handlers")
-
-# What the caches watch, as (API group, plural): the source of the list/watch RBAC rules.
-WATCHED = (
-    ("", "nodes"),
-    ("", "pods"),
-    ("", "namespaces"),
-    (api.GROUP, "acceleratorpools"),
-    (api.GROUP, "workloads"),
-)
+log = logging.getLogger("tessera.controller")
 
 INTERVAL = 2.0  # a cycle at least this often, even when nothing seems to change
 # After a change wakes the loop, wait this long so changes arriving together share a cycle;
@@ -38,15 +28,14 @@ SETTLE = 0.05
 # At most two cycles a second while none places: each copies the caches and builds a World.
 # A Workload's arrival cuts that wait to PLACING_PERIOD: a burst's first Workloads came
 # just after a cycle that placed nothing (its namespace's creation had woken it) and waited
-# out the 0.5 s, 136 of them at once, their pods created 1.5 s after the first (bench/README.md,
-# the twenty-third round).
+# out the 0.5 s, 136 of them at once, their pods created 1.5 s after the first.
 PERIOD = 0.5
 # While cycles place workloads (a burst), one every PLACING_PERIOD: an arrival waits for the
 # next cycle, half a period on average. Over 1,000 nodes a burst's cycle took 10-25 ms of
 # the loop's CPU and 15-50 ms in all, so five a second cost the loop under a tenth of a
 # core. In default bursts (five, against four at 0.5 s and the old burst rule), a single's
 # creation to its pod's creation, less the floor's in the same run, fell from 0.72-1.80 s
-# (median 0.85) to -0.18-0.72 s (median 0.43) (bench/README.md, the twentieth round).
+# (median 0.85) to -0.18-0.72 s (median 0.43).
 PLACING_PERIOD = 0.2
 GC_YOUNG = 50_000  # new objects between young collections, not Python's 700 (see start_loop)
 
@@ -61,16 +50,8 @@ def release_free_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-def _cycle(reconciler: Reconciler, copied: dict[str, Any]) -> None:
-    """Builds the World (the arithmetic over the copy) and runs one cycle, off the loop."""
-    world = World(
-        **copied, recent=reconciler.recent_for(copied["workloads"]), cache=reconciler.cache
-    )
-    reconciler.cycle(world, datetime.now(UTC))
-
-
 async def run_loop(
-    reconciler: Reconciler, informers: Informers, stop: asyncio.Event, leader: Leader | None
+    controller: Controller, informers: Informers, stop: asyncio.Event, leader: Leader | None
 ) -> None:
     """The serialized loop: wait for a change (or INTERVAL), copy the world, run one cycle,
     at most one each PERIOD (PLACING_PERIOD while cycles place or once a Workload arrived).
@@ -88,19 +69,19 @@ async def run_loop(
     )  # fmt: skip
     changed, arrived = informers.changed, informers.arrived
     while not stop.is_set():
-        beat = reconciler.heartbeat or 0.0
+        beat = controller.heartbeat or 0.0
         await asyncio.sleep(max(0.0, beat + PLACING_PERIOD - time.monotonic()))
         gathered = changed.is_set()  # changes that waited a period already: no SETTLE
         rest = beat + PERIOD - time.monotonic()
-        if not reconciler.placements.placing and rest > 0:
+        if not controller.bursts.placing and rest > 0:
             await asyncio.to_thread(arrived.wait, rest)  # an arrival ends the wait
-        if not reconciler.behind:
+        if not controller.behind:
             await asyncio.to_thread(changed.wait, INTERVAL)
         if not gathered:
             await asyncio.sleep(SETTLE)
         changed.clear()
         arrived.clear()
-        reconciler.heartbeat = time.monotonic()
+        controller.heartbeat = time.monotonic()
         if leader is not None:
             try:
                 leading = await asyncio.to_thread(leader.hold, datetime.now(UTC))
@@ -109,12 +90,12 @@ async def run_loop(
                 leading = False
             metrics.LEADER.set(1 if leading else 0)
             if not leading:
-                await asyncio.to_thread(reconciler.stand_by)
+                await asyncio.to_thread(controller.stand_by)
                 continue  # standing by, caches warm
-        ended = reconciler.burst_ended
+        ended = controller.bursts.ended
         try:
-            await asyncio.to_thread(_cycle, reconciler, informers.copy())
-            if reconciler.burst_ended != ended:
+            await asyncio.to_thread(controller.run, informers.copy())
+            if controller.bursts.ended != ended:
                 release_free_memory()  # what the burst freed
         except Exception:
             log.exception("reconcile cycle failed; retrying")
@@ -124,7 +105,7 @@ async def run_loop(
 @kopf.on.login()
 def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
     """kopf uses the connection the CLI resolved (--kubeconfig, --context or in-cluster)."""
-    return kopf.ConnectionInfo(**memo.reconciler.kube.connection())
+    return kopf.ConnectionInfo(**memo.kube.connection())
 
 
 @kopf.on.startup()
@@ -137,11 +118,11 @@ async def start_loop(memo: kopf.Memo, **_: Any) -> None:
     seconds, 3.5 s of a 2,000-Workload burst, for 12 unreachable objects). Once the caches
     are filled, the loop freezes what they hold: never scanned again."""
     gc.set_threshold(GC_YOUNG)
-    memo.informers = Informers(memo.reconciler.kube, memo.namespaces)
+    memo.informers = Informers(memo.kube, memo.namespaces)
     memo.informers.start()
     memo.stop_loop = asyncio.Event()
     memo.loop_task = asyncio.create_task(
-        run_loop(memo.reconciler, memo.informers, memo.stop_loop, memo.get("leader"))
+        run_loop(memo.controller, memo.informers, memo.stop_loop, memo.get("leader"))
     )
 
 

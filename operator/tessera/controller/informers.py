@@ -17,10 +17,10 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tessera import api
 from tessera.errors import ApiError, Gone, TesseraError
 from tessera.k8s import Kube
-from tessera.world import node_facts, object_facts, pod_facts
+from tessera.watched import WATCHED
+from tessera.world.facts import node_facts, object_facts, pod_facts
 
 log = logging.getLogger("tessera.informers")
 
@@ -70,25 +70,31 @@ def _labels(body: Mapping[str, Any]) -> dict[str, str]:
     return dict(body["metadata"].get("labels") or {})
 
 
+# How each watched kind's objects are cached: the key of each, and its facts (None: of no
+# interest, not kept), by the World field they go to (tessera.watched.WATCHED).
+_CACHED: dict[
+    str, tuple[Callable[[Mapping[str, Any]], Hashable], Callable[[Mapping[str, Any]], Any]]
+] = {
+    "nodes": (_name, node_facts),
+    "pods": (_namespaced, _pod),
+    "pools": (_name, object_facts),
+    "workloads": (_workload_key, object_facts),
+    "namespaces": (_name, _labels),
+}
+
+
 def sources(namespaces: Sequence[str] = ()) -> dict[str, list[Source]]:
-    """What the loop reads, by World field. With namespaces, pods and workloads are watched
-    only there (one watch each); nodes, pools and namespaces are cluster-scoped."""
-    group = f"/apis/{api.GROUP}/{api.VERSION}"
-
-    def scoped(plural: str, prefix: str) -> list[str]:
-        if not namespaces:
-            return [f"{prefix}/{plural}"]
-        return [f"{prefix}/namespaces/{ns}/{plural}" for ns in namespaces]
-
-    return {
-        "nodes": [Source("nodes", "/api/v1/nodes", _name, node_facts)],
-        "pods": [Source("pods", p, _namespaced, _pod) for p in scoped("pods", "/api/v1")],
-        "pools": [Source("acceleratorpools", f"{group}/acceleratorpools", _name, object_facts)],
-        "workloads": [
-            Source("workloads", p, _workload_key, object_facts) for p in scoped("workloads", group)
-        ],
-        "namespaces": [Source("namespaces", "/api/v1/namespaces", _name, _labels)],
-    }
+    """What the loop reads, by World field, for every kind in tessera.watched.WATCHED. With
+    namespaces, namespaced kinds are watched only there (one watch each)."""
+    out: dict[str, list[Source]] = {}
+    for kind in WATCHED:
+        key, facts = _CACHED[kind.field]
+        if kind.namespaced and namespaces:
+            paths = [f"{kind.prefix}/namespaces/{ns}/{kind.plural}" for ns in namespaces]
+        else:
+            paths = [f"{kind.prefix}/{kind.plural}"]
+        out[kind.field] = [Source(kind.plural, path, key, facts) for path in paths]
+    return out
 
 
 class Informer:

@@ -1,0 +1,119 @@
+"""Fallback and migration: a gang withdrawn from a pool that cannot run it, and a running
+service moved off a draining pool. Re-plans go through the cycle's one plan (tessera.controller
+.placing), never a plan of their own: pods are pinned to nodes, and two plans double-book."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from tessera import api, metrics, placement
+from tessera.controller.events import Events
+from tessera.controller.ledger import Ledger
+from tessera.controller.writes import Writes
+from tessera.errors import Conflict
+from tessera.world.facts import TERMINAL, ObjectFacts, Placed, PodFacts
+from tessera.world.snapshot import World
+from tessera.world.status import migrating_status, placed_from, withdrawn_status
+
+log = logging.getLogger("tessera.controller")
+
+
+def withdraw(
+    facts: ObjectFacts,
+    placed: Placed,
+    pods: list[PodFacts],
+    why: str,
+    now: datetime,
+    writes: Writes,
+    ledger: Ledger,
+    events: Events,
+) -> None:
+    """Deletes the gang's pods on the pool and re-queues the workload without that pool: the
+    next cycle's plan places it elsewhere."""
+    for pod in pods:
+        if not pod.terminal:
+            writes.delete_pod(pod)
+    status = withdrawn_status(facts, placed.pool, why, now)
+    writes.status(facts, status, guard=False)
+    ledger.forget(facts.key)
+    metrics.FALLBACKS.labels(placed.pool).inc()
+    message = status["message"]
+    events.post(facts, "Workload", "FallbackTriggered", message, warning=True)
+    log.warning("workload %s/%s %s", facts.namespace, facts.name, message)
+
+
+@dataclass(frozen=True)
+class Move:
+    """A running service on a draining pool, to be planned elsewhere."""
+
+    facts: ObjectFacts
+    placed: Placed
+    pending: placement.PendingWorkload
+
+
+def moves(
+    world: World, ledger: Ledger, spec_of: Callable[[ObjectFacts], api.WorkloadSpec | None]
+) -> list[Move]:
+    """The services to move off draining pools this cycle: placed there, every replica Ready
+    and none still running elsewhere (one move at a time), no write of this process's in
+    flight. Costs a look at every placement only while some pool is draining."""
+    draining = {name for name, spec in world.pool_specs.items() if spec.draining}
+    if not draining:
+        return []
+    out = []
+    for key, placed in world.placed_on(draining):
+        facts = world.workloads.get(key)
+        if facts is None or facts.deleting or facts.status.get("phase") in TERMINAL:
+            continue
+        if facts.status.get("pool") != placed.pool:
+            continue  # not yet recorded: its decision is written first
+        if ledger.writing(key) or ledger.unwritten(key) is not None:
+            continue
+        spec = spec_of(facts)
+        if spec is None or not spec.is_service:
+            continue
+        pods = [p for p in world.pods_by_workload.get(key, ()) if p.owner_uid == facts.uid]
+        ready = {p.replica for p in pods if p.pool == placed.pool and p.ready and not p.deleting}
+        elsewhere = [p for p in pods if p.pool != placed.pool and not p.terminal]
+        if elsewhere or len(ready) < spec.replicas:
+            continue
+        previous = [e.get("pool", "") for e in facts.status.get("excludedPools") or []]
+        pending = placement.PendingWorkload(
+            namespace=facts.namespace or "",
+            name=facts.name,
+            spec=spec,
+            created_at=facts.created,
+            excluded_pools=(*previous, placed.pool),
+        )
+        out.append(Move(facts, placed, pending))
+    return out
+
+
+def record_move(
+    move: Move,
+    decision: placement.Decision,
+    now: datetime,
+    writes: Writes,
+    ledger: Ledger,
+    events: Events,
+) -> None:
+    """Writes a move's decision; the visits then move one replica at a time, the new pod
+    Ready before the old is deleted. Without room elsewhere, says so and stays."""
+    facts, pool = move.facts, move.placed.pool
+    if not decision.placed:
+        message = f"pool {pool} is draining; no other pool has room yet: {decision.message}"
+        if facts.status.get("message") != message:
+            writes.status(facts, {"message": message}, guard=False)
+            events.post(facts, "Workload", "MigrationWaiting", message, warning=True)
+        return
+    message = f"pool {pool} is draining: migrating to {decision.pool}, one pod at a time"
+    status = migrating_status(facts, decision, now, message)
+    try:
+        writes.status(facts, status)
+    except Conflict:
+        return
+    ledger.assume(facts, placed_from(status))
+    events.post(facts, "Workload", "Migrating", message)

@@ -1,0 +1,243 @@
+"""The ledger: what this process has promised or written and not yet seen come back through
+its caches (Kueue's assume/forget). Phases use its named operations, never its dicts. No I/O."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Container, Iterable
+from typing import Any, NamedTuple
+
+from tessera.world.caches import by_id, changed
+from tessera.world.facts import ObjectFacts, Placed
+from tessera.world.pacing import PROGRESS_EVERY
+from tessera.world.snapshot import World
+
+log = logging.getLogger("tessera.controller")
+
+# Seconds a pod this process sent is trusted to exist before the pod watch shows it.
+CREATED_GRACE = 30.0
+
+
+class Refusal(NamedTuple):
+    """The API server's last refusal of one of a workload's pods (a quota, an admission
+    policy), with when the refusals began and when the last was answered (monotonic)."""
+
+    since: float
+    last: float
+    message: str
+
+
+# A decision's status not yet written, and the monotonic time its pods were sent (minus
+# infinity: due at once; infinity: its pods are still queued).
+Unwritten = tuple[dict[str, Any], float]
+
+
+def settle_claims(
+    created: dict[str, tuple[float, str]], visible: Container[str], copied: float
+) -> list[tuple[str, float]]:
+    """Forgets, in place, the claims on pods the World shows (they exist) and on those sent
+    CREATED_GRACE or more before the World was copied (monotonic `copied`) yet not in it:
+    the next visit sends those again. Returns the latter, with how long before the copy
+    they were sent. The age counts to the copy, not to the clock: a gang burst's cycle can
+    wait on the send queue for tens of seconds while placing, and held against the clock
+    after those sends, the World copied before them would show every pod sent meanwhile as
+    missing, and send it again (answered 409)."""
+    expired = []
+    for name, (at, _) in list(created.items()):
+        if name in visible:
+            created.pop(name, None)
+        elif copied - at >= CREATED_GRACE:
+            created.pop(name, None)
+            expired.append((name, copied - at))
+    return expired
+
+
+class Ledger:
+    """Per workload key: its decision not yet seen in the cache and the decision's status not
+    yet written; the pods claimed or sent but not yet seen; the status write not yet seen
+    (and when it was sent); a progress-only write held back; the API server's refusal of its
+    pods; and what it looked like when last visited. Safe to use from the writer threads:
+    each operation is one dict operation under the GIL, and pruning goes over copies."""
+
+    def __init__(self) -> None:
+        self._decisions: dict[str, tuple[str, Placed]] = {}  # key -> (workload uid, placement)
+        # What `decided` last saw: the workloads by id() (their facts held), the decisions.
+        self._checked: tuple[dict[int, str], list[ObjectFacts], set[str]] | None = None
+        self._unwritten: dict[str, Unwritten] = {}
+        self._pods: dict[str, tuple[float, str]] = {}  # pod key -> (sent at, workload key)
+        self._pods_of: set[str] = set()  # the workloads those pods belong to
+        self._writing: dict[str, str] = {}  # key -> the resourceVersion written over
+        self._written_at: dict[str, float] = {}  # key -> monotonic time of the last write
+        self._deferred: set[str] = set()  # progress-only status changes not yet written
+        self._refused: dict[str, Refusal] = {}
+        self._visited: dict[str, tuple[Any, ...]] = {}  # key -> its signature when visited
+
+    # --- decisions --------------------------------------------------------------------------
+
+    def decide(
+        self, facts: ObjectFacts, placed: Placed, status: dict[str, Any], sent: float
+    ) -> Unwritten:
+        """Records a placement and its status, to be written once its pods are `sent`."""
+        entry = (status, sent)
+        self._decisions[facts.key] = (facts.uid, placed)
+        self._unwritten[facts.key] = entry
+        return entry
+
+    def assume(self, facts: ObjectFacts, placed: Placed) -> None:
+        """Records a placement whose status is written already (a migration's)."""
+        self._decisions[facts.key] = (facts.uid, placed)
+
+    def sent(self, key: str, entry: Unwritten, at: float) -> None:
+        """The decision's pods went out at `at`: its first write's clock starts (unless the
+        decision was replaced or written meanwhile)."""
+        if self._unwritten.get(key) is entry:
+            self._unwritten[key] = (entry[0], at)
+
+    def decision(self, key: str) -> Placed | None:
+        """This process's placement of a workload, while the cache may not show it."""
+        entry = self._decisions.get(key)
+        return entry[1] if entry else None
+
+    def unwritten(self, key: str) -> Unwritten | None:
+        return self._unwritten.get(key)
+
+    def decision_written(self, key: str) -> None:
+        self._unwritten.pop(key, None)
+
+    def forget(self, key: str) -> None:
+        """Drops the workload's decision (withdrawn, or built from a stale spec)."""
+        self._decisions.pop(key, None)
+        self._unwritten.pop(key, None)
+
+    def decided(self, workloads: dict[str, ObjectFacts]) -> dict[str, Placed]:
+        """Decisions the cache may not show yet, for the next World. A decision is forgotten
+        once the cache shows it (or the workload is gone). Only the decisions made since the
+        last call, and those whose workload's facts changed, are looked at: in a burst the
+        decisions are written at its end, and going over all 10,000 each cycle took 11 ms."""
+        ids = by_id(workloads)
+        last, self._checked = self._checked, (ids, list(workloads.values()), set(self._decisions))
+        decisions = self._decisions
+        if last is None:
+            keys: Iterable[str] = list(decisions)
+        else:
+            keys = (changed(last[0], ids) & decisions.keys()) | (decisions.keys() - last[2])
+        for key in keys:
+            uid, placed = decisions[key]
+            facts = workloads.get(key)
+            if facts is None or facts.uid != uid or facts.status.get("pool") == placed.pool:
+                del decisions[key]
+        return {k: p for k, (_, p) in decisions.items()}
+
+    # --- pods -------------------------------------------------------------------------------
+
+    def claim(self, pod: str, workload: str, at: float) -> bool:
+        """Claims a pod before its request is built, so no pod is sent twice; False when it
+        is claimed already (on its way, not yet in the cache)."""
+        if pod in self._pods:
+            return False
+        self._pods[pod] = (at, workload)
+        return True
+
+    def sending(self, pod: str, workload: str, at: float) -> None:
+        """CREATED_GRACE counts from the send, not the claim: a burst's claim may wait in
+        the senders' queue first."""
+        self._pods[pod] = (at, workload)
+
+    def unclaim(self, pod: str) -> None:
+        """The pod was not created: the next visit sends it again."""
+        self._pods.pop(pod, None)
+
+    def claimed(self, pod: str) -> bool:
+        return pod in self._pods
+
+    def pods_in_flight(self, workload: str) -> bool:
+        """Whether some of the workload's pods were sent and are not yet in the cache (as of
+        the last `settle_pods`)."""
+        return workload in self._pods_of
+
+    def settle_pods(self, world: World, copied: float) -> list[tuple[str, float]]:
+        """Forgets the claims the World shows and those that expired (see settle_claims),
+        returning the latter; `copied`: when the World was copied (monotonic)."""
+        owners = {w for _, w in list(self._pods.values())}
+        visible = {p.key for w in owners for p in world.pods_by_workload.get(w, ())}
+        expired = settle_claims(self._pods, visible, copied)
+        self._pods_of = {w for _, w in list(self._pods.values())}
+        return expired
+
+    # --- status writes ----------------------------------------------------------------------
+
+    def wrote(self, facts: ObjectFacts, at: float) -> None:
+        """A status write over `facts` went out at `at`: nothing more is written on top of
+        that copy until the cache shows a newer one."""
+        self._writing[facts.key] = facts.resource_version
+        self._written_at[facts.key] = at
+
+    def writing(self, key: str) -> bool:
+        return key in self._writing
+
+    def since_written(self, key: str, at: float) -> float:
+        return at - self._written_at.get(key, 0.0)
+
+    def defer(self, key: str) -> None:
+        self._deferred.add(key)
+
+    def undefer(self, key: str) -> None:
+        self._deferred.discard(key)
+
+    def deferred(self, key: str) -> bool:
+        return key in self._deferred
+
+    # --- refusals ---------------------------------------------------------------------------
+
+    def refuse(self, key: str, message: str, at: float) -> None:
+        known = self._refused.get(key)
+        self._refused[key] = Refusal(known.since if known else at, at, message)
+
+    def refusal(self, key: str) -> Refusal | None:
+        return self._refused.get(key)
+
+    def accept(self, key: str) -> None:
+        """The workload's pods all exist or are on their way: the refusal is over."""
+        self._refused.pop(key, None)
+
+    # --- visits -----------------------------------------------------------------------------
+
+    def visited(self, key: str, signature: tuple[Any, ...] | None) -> None:
+        if signature is None:
+            self._visited.pop(key, None)
+        else:
+            self._visited[key] = signature
+
+    def unchanged(self, key: str, signature: tuple[Any, ...] | None) -> bool:
+        """Whether a workload looks as it did when last visited (never, without a
+        signature: it depends on more than its facts)."""
+        return signature is not None and self._visited.get(key) == signature
+
+    # --- a cycle's settling -----------------------------------------------------------------
+
+    def settle_writes(self, world: World) -> None:
+        """Forgets the status writes the cache now shows, and the unwritten statuses of
+        decisions forgotten. Before placement: a workload whose waiting status was written
+        in the last cycle is placed in this one (left in flight, it was decided a cycle
+        later, outside its burst)."""
+        for key in list(self._unwritten):
+            if key not in self._decisions:
+                self._unwritten.pop(key, None)
+        workloads = world.workloads
+        self._writing = {
+            k: rv
+            for k, rv in self._writing.items()
+            if k in workloads and workloads[k].resource_version == rv
+        }
+
+    def settle_workloads(self, world: World, at: float, full: bool) -> None:
+        """Forgets what is kept of deleted workloads, and write times older than
+        PROGRESS_EVERY (only their age matters, and only that young)."""
+        workloads = world.workloads
+        if full or len(self._visited) > len(workloads):
+            self._visited = {k: v for k, v in self._visited.items() if k in workloads}
+        self._written_at = {k: t for k, t in self._written_at.items() if at - t < PROGRESS_EVERY}
+        self._deferred &= workloads.keys()
+        for key in list(self._refused):
+            if key not in workloads:
+                self._refused.pop(key, None)
