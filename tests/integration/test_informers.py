@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from tessera.handlers.informers import Informer, Informers, sources
 
+from tessera.controller.informers import Informer, Informers, sources
 from tessera.errors import Gone
 from tessera.k8s import Kube
 from tessera.world.facts import PodFacts
@@ -138,7 +138,7 @@ def test_without_a_watch_list_the_cache_lists_in_pages_then_watches(
     kube: Kube, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Kubernetes before 1.32 refuses watch-lists; the cache then lists (in pages), once."""
-    monkeypatch.setattr("tessera.handlers.informers.PAGE", 2)
+    monkeypatch.setattr("tessera.controller.informers.PAGE", 2)
     for i in range(5):
         kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod(f"p{i}", 1))
     (source,) = sources([namespace])["pods"]
@@ -185,7 +185,7 @@ def test_every_cache_fills_and_copies_as_the_world_reads_it(
 def test_a_new_workload_says_it_arrived_and_a_change_to_one_does_not(
     kube: Kube, namespace: str, crds: list[str]
 ) -> None:
-    """`arrived` cuts the loop's wait for its next cycle (tessera.handlers.PERIOD): it is set
+    """`arrived` cuts the loop's wait for its next cycle (tessera.controller.PERIOD): it is set
     by a Workload new to the cache, not by a change to one already there, nor by pods."""
     informers = Informers(kube, [namespace])
     informers.start()
