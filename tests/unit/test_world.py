@@ -354,8 +354,8 @@ def test_each_node_belongs_to_the_first_pool_by_name_that_selects_it(
         if owners:
             want[owners[0]].append(name)
         for other in owners[1:]:
-            assert world.overlaps[other][name] == owners[0]
-    assert world.members == want
+            assert world.layout.overlaps[other][name] == owners[0]
+    assert world.layout.members == want
 
 
 def test_reserved_devices_follow_pods_and_status_across_cycles() -> None:
@@ -451,13 +451,13 @@ def test_a_pool_status_write_keeps_the_cached_membership_and_resolution() -> Non
         return World(nodes=nodes, pods=[], pools={"h100": p}, workloads={}, namespaces={},
                      cache=cache)  # fmt: skip
 
-    assert world(pool("1", 16)).rebuilt == {"h100"}
+    assert world(pool("1", 16)).layout.rebuilt == {"h100"}
     owners = cache.owners
     again = world(pool("2", 12))  # its status written: a new resourceVersion, the same spec
-    assert again.rebuilt == set() and cache.owners["n0"][1] is owners["n0"][1]
-    assert again.members == {"h100": ["n0", "n1"]}
+    assert again.layout.rebuilt == set() and cache.owners["n0"][1] is owners["n0"][1]
+    assert again.layout.members == {"h100": ["n0", "n1"]}
     edited = world(pool("3", 12, model="H100-PCIe-80GB"))  # its spec edited
-    assert edited.rebuilt == {"h100"}
+    assert edited.layout.rebuilt == {"h100"}
     assert edited.accelerator("h100").model == "H100-PCIe-80GB"
 
 

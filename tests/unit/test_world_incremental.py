@@ -142,13 +142,15 @@ def _world(s: Mapping[str, Any], cache: WorldCache) -> World:
 
 def _seen(world: World) -> tuple[Any, ...]:
     by_workload = {k: sorted(p.uid for p in v) for k, v in world.pods_by_workload.items() if v}
-    used = {n: dict(r) for n, r in world.used.items() if any(r.values())}
-    reserved = {n: dict(r) for n, r in world.reserved.items() if any(r.values())}
+    used = {n: dict(r) for n, r in world.devices.used.items() if any(r.values())}
+    reserved = {n: dict(r) for n, r in world.devices.reserved.items() if any(r.values())}
     free = {n: world.free(n, "nvidia.com/gpu") for n in NODES}
     keys = sorted(world.workloads.keys() | world.recent.keys() | {"ml/none"})
     placed = {k: (p.pool, sorted(p.assignments.items())) if p else None for k in keys
               for p in [world.placement_of(k)]}  # fmt: skip
-    releases = {n: sorted((r.at, r.devices) for r in rs) for n, rs in world.releases.items() if rs}
+    releases = {
+        n: sorted((r.at, r.devices) for r in rs) for n, rs in world.devices.releases.items() if rs
+    }
     states = [n for pool in world.pool_specs for n in world.pool_state(pool).nodes]
     # NodeStates are built without validation (model_construct): the World keeps the bound.
     assert all(0 <= n.free <= n.allocatable for n in states), states
@@ -160,7 +162,7 @@ def _seen(world: World) -> tuple[Any, ...]:
         placed,
         sorted(world.unplaced),
         releases,
-        world.members,
+        world.layout.members,
         {
             pool: [(n.name, n.ready, n.allocatable, n.free, n.releases) for n in state.nodes]
             for pool in world.pool_specs

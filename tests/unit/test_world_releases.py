@@ -82,7 +82,7 @@ def test_devices_come_back_at_the_plans_time_in_every_later_world() -> None:
     written = object_facts({**body, "metadata": {**body["metadata"], "resourceVersion": "2"},
                             "spec": spec, "status": status})  # fmt: skip
     later = _world({"ml/train": written}, cache)
-    (release,) = later.releases["a-0"]
+    (release,) = later.devices.releases["a-0"]
     assert release.at == placed.ends_at
     assert release.devices == 8
 

@@ -49,7 +49,7 @@ class PoolStatuses:
             for name, facts in sorted(world.pools.items())
         )
         at = self.clock.monotonic()
-        fresh = pools == self._of and not world.rebuilt
+        fresh = pools == self._of and not world.layout.rebuilt
         if fresh and at - self.computed_at < POOL_DEVICES_EVERY:
             return {}
         self.statuses = {name: pool_status(world, name, now) for name, *_ in pools}

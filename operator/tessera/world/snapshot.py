@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 from pydantic import ValidationError
 
@@ -61,11 +61,36 @@ def _promised(
 
 
 @dataclass
+class PoolLayout:
+    """The pools of one moment: each spec parsed (or why it is not), the nodes each selects
+    (a node two pools select counts for the first by name, and both report the overlap),
+    the accelerator each resolves to (without nodes), and which were resolved anew."""
+
+    specs: dict[str, api.AcceleratorPoolSpec] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    members: dict[str, list[str]] = field(default_factory=dict)
+    overlaps: dict[str, dict[str, str]] = field(default_factory=dict)
+    base: dict[str, PoolState] = field(default_factory=dict)
+    rebuilt: set[str] = field(default_factory=set)  # spec or nodes changed since the cache
+
+
+@dataclass(frozen=True)
+class Devices:
+    """Devices by node: in use by bound pods, promised to placed replicas whose pods are not
+    bound, and when devices in use come back (from placement's expected finish)."""
+
+    used: dict[str, Mapping[str, int]]
+    reserved: dict[str, Mapping[str, int]]
+    releases: dict[str, list[Release]]
+
+
+@dataclass
 class World:
-    """One consistent copy of the caches, taken at one moment."""
+    """One consistent copy of the caches, taken at one moment, and what follows from it: the
+    pools' layout, the devices in use, each workload's placement and pods."""
 
     nodes: dict[str, NodeFacts]
-    pods: list[PodFacts]
+    pods: InitVar[list[PodFacts]]
     pools: dict[str, ObjectFacts]
     workloads: dict[str, ObjectFacts]  # key: namespace/name
     namespaces: dict[str, Mapping[str, str]]
@@ -73,26 +98,23 @@ class World:
     recent: dict[str, Placed] = field(default_factory=dict)
     cache: WorldCache = field(default_factory=WorldCache, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        self.pool_specs: dict[str, api.AcceleratorPoolSpec] = {}
-        self.pool_errors: dict[str, str] = {}
+    def __post_init__(self, pods: list[PodFacts]) -> None:
+        self.layout = layout = PoolLayout()
         for name, facts in sorted(self.pools.items()):
             try:
-                self.pool_specs[name] = api.AcceleratorPoolSpec.model_validate(facts.spec)
+                layout.specs[name] = api.AcceleratorPoolSpec.model_validate(facts.spec)
             except ValidationError as err:
-                self.pool_errors[name] = validation_message(err)
-        self.members, self.overlaps = self._membership()
+                layout.errors[name] = validation_message(err)
+        layout.members, layout.overlaps = self._membership()
         try:
-            pods_changed = self.cache.index.update(self.pods)
+            pods_changed = self.cache.index.update(pods)
         except Exception:
             self.cache.index = PodIndex()  # built whole again next time
             raise
         self.pods_by_workload = dict(self.cache.index.by_workload)
-        self.used = dict(self.cache.index.used)
         self._placed: dict[str, Placed | None] = {}
         self._with_free: dict[str, PoolState] = {}
-        self.rebuilt: set[str] = set()  # pools whose nodes or spec changed since the cache
-        self.base = {name: self._base(name, spec) for name, spec in self.pool_specs.items()}
+        layout.base = {name: self._base(name, spec) for name, spec in layout.specs.items()}
         if len(self.cache.states) > len(self.nodes):  # nodes deleted
             self.cache.states = {n: s for n, s in self.cache.states.items() if n in self.nodes}
         try:
@@ -103,15 +125,20 @@ class World:
         index = self.cache.workloads
         self._placed = dict(index.placed)
         self.unplaced = set(index.unplaced)  # not deleting, not finished, not placed
-        self.reserved = dict(index.totals)
-        self.releases = self._releases(index.timed)
+        used, reserved = dict(self.cache.index.used), dict(index.totals)
+        self.devices = Devices(used, reserved, self._releases(index.timed))
+
+    @property
+    def pool_specs(self) -> dict[str, api.AcceleratorPoolSpec]:
+        """The pools whose spec parses, by name (the ones placement and status look at)."""
+        return self.layout.specs
 
     def _base(self, name: str, spec: api.AcceleratorPoolSpec) -> PoolState:
         """Accelerator resolution (catalog + labels + spec), redone only when the pool's spec
         or one of its nodes changed since the cached World (not its status: the device counts
         Tessera writes there every few seconds in a burst made every World resolve again)."""
         spec_of = self.pools[name].spec
-        facts = tuple(self.nodes[n] for n in self.members[name])
+        facts = tuple(self.nodes[n] for n in self.layout.members[name])
         cached = self.cache.base.get(name)
         if cached is not None and cached[0] == spec_of and cached[1] == facts:
             return cached[2]
@@ -120,7 +147,7 @@ class World:
         # (5,000 idle NodeStates held between cycles were 2 MB at that scale).
         state = state.model_copy(update={"nodes": ()})
         self.cache.base[name] = (spec_of, facts, state)
-        self.rebuilt.add(name)
+        self.layout.rebuilt.add(name)
         return state
 
     def placement_of(self, key: str) -> Placed | None:
@@ -233,7 +260,7 @@ class World:
 
     def accelerator(self, pool: str) -> Accelerator:
         """A pool's accelerator, resolved from the catalog, its nodes' labels and its spec."""
-        return self.base[pool].accelerator
+        return self.layout.base[pool].accelerator
 
     def resource_of(self, pool: str) -> str:
         """The device-plugin resource a pool's devices are requested by."""
@@ -245,7 +272,7 @@ class World:
         World; for all when a pool's spec or nodes changed."""
         r = self.cache.workloads
         workloads, recent = by_id(self.workloads), by_id(self.recent)
-        if r.pools_key is not self.cache.pools_key or self.rebuilt:
+        if r.pools_key is not self.cache.pools_key or self.layout.rebuilt:
             r = self.cache.workloads = WorkloadIndex(pools_key=self.cache.pools_key)
             keys: set[str] = self.workloads.keys() | self.recent.keys()
             self.cache.placed = {k: v for k, v in self.cache.placed.items() if k in keys}
@@ -300,22 +327,24 @@ class World:
     def free(self, node: str, resource: str) -> int:
         facts = self.nodes[node]
         have = facts.allocatable.get(resource, 0)
-        used = self.used.get(node, {}).get(resource, 0)  # .get: no entry made per node
-        return max(0, have - used - self.reserved.get(node, {}).get(resource, 0))
+        devices = self.devices
+        used = devices.used.get(node, {}).get(resource, 0)  # .get: no entry made per node
+        return max(0, have - used - devices.reserved.get(node, {}).get(resource, 0))
 
     def pool_state(self, pool: str) -> PoolState:
         """The pool as placement sees it: its nodes with their free devices now."""
-        first = self.base[pool]
+        first = self.layout.base[pool]
         if pool in self._with_free:
             return self._with_free[pool]
         resource = first.accelerator.resource_name
         states = []
         cache = self.cache.states
-        for name in self.members.get(pool, []):
+        releases_by_node = self.devices.releases
+        for name in self.layout.members.get(pool, []):
             node = self.nodes[name]
             have = node.allocatable.get(resource, 0)
             free = min(have, self.free(name, resource))
-            releases = tuple(self.releases.get(name, ()))
+            releases = tuple(releases_by_node.get(name, ()))
             hit = cache.get(name)
             if hit is not None and hit[0] is node and hit[1:4] == (have, free, releases):
                 states.append(hit[4])

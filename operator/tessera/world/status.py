@@ -42,19 +42,19 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
     facts = world.pools[name]
     old = facts.status.get("conditions") or []
     gen = facts.generation
-    if name in world.pool_errors:
-        cond = condition("Ready", False, "InvalidSpec", world.pool_errors[name], gen, old, now)
+    if name in world.layout.errors:
+        cond = condition("Ready", False, "InvalidSpec", world.layout.errors[name], gen, old, now)
         return {"observedGeneration": gen, "conditions": [cond]}
-    state = world.base[name]  # the resolution: the counts below need no NodeStates
+    state = world.layout.base[name]  # the resolution: the counts below need no NodeStates
     acc = state.accelerator
-    nodes = [world.nodes[n] for n in world.members[name]]
+    nodes = [world.nodes[n] for n in world.layout.members[name]]
     ready = [n for n in nodes if n.ready]
     resource = acc.resource_name
     capacity = sum(n.capacity.get(resource, 0) for n in nodes)
     allocatable = sum(n.allocatable.get(resource, 0) for n in nodes)
     allocated = sum(
-        world.used.get(n.name, {}).get(resource, 0)
-        + world.reserved.get(n.name, {}).get(resource, 0)
+        world.devices.used.get(n.name, {}).get(resource, 0)
+        + world.devices.reserved.get(n.name, {}).get(resource, 0)
         for n in nodes
     )
     available = sum(world.free(n.name, resource) for n in ready)
@@ -91,7 +91,7 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
             now,
         )
     )
-    overlap = world.overlaps.get(name, {})
+    overlap = world.layout.overlaps.get(name, {})
     conditions.append(
         condition(
             "NodesOverlap",
