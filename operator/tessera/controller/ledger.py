@@ -4,7 +4,7 @@ its caches (Kueue's assume/forget). Phases use its named operations, never its d
 from __future__ import annotations
 
 import logging
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from tessera.world.caches import by_id, changed
@@ -50,6 +50,19 @@ def settle_claims(
             created.pop(name, None)
             expired.append((name, copied - at))
     return expired
+
+
+class Pass(NamedTuple):
+    """What choosing the visits reads for every workload each cycle, typed read-only, so
+    that pass costs a dict lookup per question (a method call per question and workload,
+    or a MappingProxyType's lookup, made the pass a third dearer at 10,000 Workloads)."""
+
+    writing: Container[str]
+    deferred: Container[str]
+    unwritten: Mapping[str, Unwritten]
+    refused: Mapping[str, Refusal]
+    in_flight: Container[str]
+    visited: Mapping[str, tuple[Any, ...]]
 
 
 class Ledger:
@@ -212,6 +225,14 @@ class Ledger:
         """Whether a workload looks as it did when last visited (never, without a
         signature: it depends on more than its facts)."""
         return signature is not None and self._visited.get(key) == signature
+
+    def for_pass(self) -> Pass:
+        """Read-only views for choosing this cycle's visits, taken after the settling (which
+        replaces some of the collections they view)."""
+        return Pass(
+            self._writing, self._deferred, self._unwritten, self._refused, self._pods_of,
+            self._visited,
+        )  # fmt: skip
 
     # --- a cycle's settling -----------------------------------------------------------------
 

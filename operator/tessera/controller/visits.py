@@ -3,9 +3,10 @@ that depend on time or on writes in flight, and every one each FULL_PASS. No I/O
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from tessera.controller.ledger import Ledger
+from tessera.controller.ledger import Ledger, Pass
 from tessera.world.pacing import Bursts
 from tessera.world.snapshot import World
 
@@ -15,39 +16,54 @@ REFUSED_RETRY = 5.0  # seconds between sends of a pod the API server refused (qu
 Signature = tuple[Any, ...] | None
 
 
-def signature(world: World, key: str, at: float, ledger: Ledger, bursts: Bursts) -> Signature:
-    """What visiting a workload depends on; None when it depends on more (time, other pools'
-    room, pods still in flight), so it is always visited. A decision not written yet (a
-    burst's) depends on its pods, whether they are in flight, and whether its first write
-    is due: at 10,000 Workloads, visiting each of them every cycle to find nothing to do was
-    most of the loop's work."""
-    placed = world.placement_of(key)
-    if placed is None or ledger.writing(key) or ledger.deferred(key):
-        return None
-    unwritten = ledger.unwritten(key)
-    if unwritten is None and key in world.recent:
-        return None  # a decision written, not yet in the cache
-    parsed = world.pool_specs.get(placed.pool)
-    if parsed is not None and parsed.draining:
-        return None  # a migration moves one replica a visit
-    pool = world.pools.get(placed.pool)
-    pool_spec = pool.spec if pool is not None else None  # the same object while unchanged
-    pods = world.pods_by_workload.get(key, ())
-    for pod in pods:
-        if pod.unschedulable_since:
-            return None  # the fallback deadline moves with time
-    refused = ledger.refusal(key)
-    if refused and at - refused.last >= REFUSED_RETRY:
-        return None  # a refused pod is due to be sent again
-    inflight = ledger.pods_in_flight(key)
-    if inflight and unwritten is None:
-        return None  # our own pods, not yet in the cache
-    # A burst's end makes the held first writes due: Running ones at once, the others
-    # once the burst has been over for QUIET_AFTER_BURST (tessera.world.pacing).
-    due = unwritten is not None and (bursts.active, bursts.first_write_due(at, unwritten[1]))
-    # The pool's spec, not its resourceVersion: the device counts written to its status
-    # every few seconds in a burst made every Workload on it a visit (10,000 at a time).
-    return (world.workloads[key].resource_version, pool_spec, pods, inflight, due)
+def signatures(world: World, at: float, seen: Pass, bursts: Bursts) -> Callable[[str], Signature]:
+    """What visiting a workload depends on, for each workload of this World: None when it
+    depends on more (time, other pools' room, pods still in flight), so it is always
+    visited. A decision not written yet (a burst's) depends on its pods, whether they are in
+    flight, and whether its first write is due: at 10,000 Workloads, visiting each of them
+    every cycle to find nothing to do was most of the loop's work. `seen`: the ledger's
+    views for this pass. Built once a pass, with what it reads bound, since it runs for
+    every workload every cycle."""
+    writing, deferred, unwritten_of = seen.writing, seen.deferred, seen.unwritten
+    refused_of, in_flight = seen.refused, seen.in_flight
+    recent, pools, pods_of, workloads = (
+        world.recent,
+        world.pools,
+        world.pods_by_workload,
+        world.workloads,
+    )
+    draining = {name for name, spec in world.pool_specs.items() if spec.draining}
+    active, due_at = bursts.active, bursts.first_write_due
+
+    def signature(key: str) -> Signature:
+        placed = world.placement_of(key)
+        if placed is None or key in writing or key in deferred:
+            return None
+        unwritten = unwritten_of.get(key)
+        if unwritten is None and key in recent:
+            return None  # a decision written, not yet in the cache
+        if placed.pool in draining:
+            return None  # a migration moves one replica a visit
+        pool = pools.get(placed.pool)
+        pool_spec = pool.spec if pool is not None else None  # the same object while unchanged
+        pods = pods_of.get(key, ())
+        for pod in pods:
+            if pod.unschedulable_since:
+                return None  # the fallback deadline moves with time
+        refused = refused_of.get(key)
+        if refused and at - refused.last >= REFUSED_RETRY:
+            return None  # a refused pod is due to be sent again
+        inflight = key in in_flight
+        if inflight and unwritten is None:
+            return None  # our own pods, not yet in the cache
+        # A burst's end makes the held first writes due: Running ones at once, the others
+        # once the burst has been over for QUIET_AFTER_BURST (tessera.world.pacing).
+        due = unwritten is not None and (active, due_at(at, unwritten[1]))
+        # The pool's spec, not its resourceVersion: the device counts written to its status
+        # every few seconds in a burst made every Workload on it a visit (10,000 at a time).
+        return (workloads[key].resource_version, pool_spec, pods, inflight, due)
+
+    return signature
 
 
 class Visits:
@@ -71,9 +87,12 @@ class Visits:
         """The workloads to visit, with their signatures: those left unvisited last cycle
         first, then by name."""
         keys = []
+        seen = ledger.for_pass()
+        visited = seen.visited
+        signature = signatures(world, at, seen, bursts)
         for key in world.workloads:
-            sig = signature(world, key, at, ledger, bursts)
-            if full or not ledger.unchanged(key, sig):
+            sig = signature(key)
+            if full or sig is None or visited.get(key) != sig:
                 keys.append((key, sig))
         keys.sort(key=lambda item: (item[0] not in self.skipped, item[0]))
         return keys

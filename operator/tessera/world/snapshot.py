@@ -43,6 +43,19 @@ def _node_state(facts: NodeFacts, have: int, free: int, releases: tuple[Release,
     )
 
 
+def _free(
+    node: NodeFacts,
+    resource: str,
+    used: Mapping[str, Mapping[str, int]],
+    reserved: Mapping[str, Mapping[str, int]],
+) -> int:
+    """A node's free devices of `resource`: allocatable less used less promised (.get: no
+    entry is made per node)."""
+    have = node.allocatable.get(resource, 0)
+    taken = used.get(node.name, {}).get(resource, 0) + reserved.get(node.name, {}).get(resource, 0)
+    return max(0, have - taken)
+
+
 def devices_per_replica(facts: ObjectFacts | None) -> int:
     """spec.accelerator.count, read from the raw spec: the World reads it for every placed
     workload each time its facts change, where parsing the whole spec would cost more."""
@@ -325,11 +338,8 @@ class World:
         return resource, _promised(facts, placed, self.pods_by_workload.get(key, ()))
 
     def free(self, node: str, resource: str) -> int:
-        facts = self.nodes[node]
-        have = facts.allocatable.get(resource, 0)
-        devices = self.devices
-        used = devices.used.get(node, {}).get(resource, 0)  # .get: no entry made per node
-        return max(0, have - used - devices.reserved.get(node, {}).get(resource, 0))
+        """Devices of `resource` on `node` neither used by bound pods nor promised."""
+        return _free(self.nodes[node], resource, self.devices.used, self.devices.reserved)
 
     def pool_state(self, pool: str) -> PoolState:
         """The pool as placement sees it: its nodes with their free devices now."""
@@ -339,11 +349,12 @@ class World:
         resource = first.accelerator.resource_name
         states = []
         cache = self.cache.states
+        nodes, used, reserved = self.nodes, self.devices.used, self.devices.reserved
         releases_by_node = self.devices.releases
         for name in self.layout.members.get(pool, []):
-            node = self.nodes[name]
+            node = nodes[name]
             have = node.allocatable.get(resource, 0)
-            free = min(have, self.free(name, resource))
+            free = min(have, _free(node, resource, used, reserved))
             releases = tuple(releases_by_node.get(name, ()))
             hit = cache.get(name)
             if hit is not None and hit[0] is node and hit[1:4] == (have, free, releases):
