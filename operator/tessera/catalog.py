@@ -17,10 +17,10 @@ from pydantic import Field
 from tessera.api import (
     MODEL_PATTERN,
     AcceleratorPoolSpec,
+    Model,
     Precision,
     ResolvedAccelerator,
     Vendor,
-    _Model,
 )
 
 _DATA = "data/catalog.yaml"
@@ -43,7 +43,7 @@ _STACK_BY_RESOURCE_PREFIX = {
 }
 
 
-class Sources(_Model):
+class Sources(Model):
     """Where the figures of one model come from: a URL or a document for each group."""
 
     specs: str = Field(min_length=1, description="Memory, bandwidth and TFLOPS.")
@@ -51,7 +51,7 @@ class Sources(_Model):
     price: str = Field(min_length=1, description="Default price per device-hour.")
 
 
-class AcceleratorModel(_Model):
+class AcceleratorModel(Model):
     """One catalog entry: the published facts about an accelerator model, per device."""
 
     key: Annotated[str, Field(pattern=MODEL_PATTERN)]
@@ -135,7 +135,7 @@ _GFD_PRODUCT = "nvidia.com/gpu.product"
 _GFD_SUFFIXES = ("-shared",)  # GFD appends -SHARED when devices are time-sliced
 
 
-class Discovery(_Model):
+class Discovery(Model):
     """What a node's (or a pool's) labels say about its accelerator."""
 
     status: Literal["identified", "none", "unknown", "ambiguous", "conflict"] = Field(
@@ -263,7 +263,7 @@ def discover_pool(nodes: Mapping[str, Mapping[str, str]]) -> Discovery:
 # --- Resolution: catalog + labels + spec overrides -> the facts placement scores with -----
 
 
-class Accelerator(_Model):
+class Accelerator(Model):
     """A pool's accelerator as placement sees it: catalog facts with the pool's overrides."""
 
     vendor: Vendor
@@ -292,7 +292,7 @@ class Accelerator(_Model):
         )
 
 
-class Resolution(_Model):
+class Resolution(Model):
     """The outcome of resolving a pool's accelerator, with what stands in the way of using it."""
 
     accelerator: Accelerator

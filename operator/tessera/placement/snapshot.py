@@ -17,14 +17,14 @@ from tessera.catalog import Accelerator, resolve_accelerator
 NAME_LABEL = "kubernetes.io/metadata.name"
 
 
-class Release(api._Model):
+class Release(api.Model):
     """Devices on a node expected to become free at a time (a running workload's end)."""
 
     at: datetime
     devices: int = Field(ge=1)
 
 
-class NodeState(api._Model):
+class NodeState(api.Model):
     """One node of a pool: its labels, readiness and devices of the pool's resource.
     0 <= free <= allocatable is its builder's to keep: the World builds NodeStates without
     validation (model_construct), once per node per cycle, and the World's tests check it."""
@@ -39,7 +39,7 @@ class NodeState(api._Model):
     )
 
 
-class PoolState(api._Model):
+class PoolState(api.Model):
     """One AcceleratorPool as placement sees it: spec, resolved accelerator and nodes."""
 
     name: str
@@ -58,7 +58,7 @@ class PoolState(api._Model):
     )
 
 
-class PendingWorkload(api._Model):
+class PendingWorkload(api.Model):
     """A Workload waiting for a placement decision."""
 
     namespace: str
@@ -74,7 +74,7 @@ class PendingWorkload(api._Model):
         return f"{self.namespace}/{self.name}"
 
 
-class Snapshot(api._Model):
+class Snapshot(api.Model):
     """The world one planning cycle decides over."""
 
     pools: tuple[PoolState, ...] = ()
