@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tessera import api, placement
-from tessera.placement.cycle import run_seconds
+from tessera.placement.timing import run_seconds
 from tessera.world.caches import WorldCache
 from tessera.world.facts import PodFacts, node_facts, object_facts, placed_of
 from tessera.world.snapshot import World

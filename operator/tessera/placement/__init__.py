@@ -1,7 +1,8 @@
 """Placement, the pure core: feasibility, scoring, contention, node-level fit, plan, explanations.
 Imports only tessera.api and tessera.catalog: no kopf, kubernetes, prometheus_client or I/O."""
 
-from tessera.placement.cycle import Decision, plan
+from tessera.placement.cycle import plan
+from tessera.placement.decision import Decision
 from tessera.placement.explain import MAX_CANDIDATES, table
 from tessera.placement.feasibility import satisfies
 from tessera.placement.fit import NodeFit, earliest_fit

@@ -1,0 +1,179 @@
+"""The planning cycle's working state: each kind of workload's feasible pools and orders,
+each pool's free devices and releases as the cycle places. Pure; no clocks or I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tessera import api
+from tessera.placement.fit import NodeFit, earliest_fit
+from tessera.placement.scoring import Scored
+from tessera.placement.snapshot import PoolView
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A feasible pool for one kind of workload, with its contention this cycle."""
+
+    scored: Scored
+    contention: float  # points: devices x the pool's shadow price x 100
+    score: float  # the objective's score less the contention
+    breakdown: api.ScoreBreakdown
+
+
+@dataclass(slots=True)
+class Scan:
+    """Which pools fit one kind of workload: valid until the pass places anything."""
+
+    key: tuple[int, int, int]  # pass, placements so far in it, the order looked at
+    ranked: list[Ranked]  # the order looked at
+    pools: dict[str, PoolWork]
+    shape: tuple[int, int]  # devices per pod, replicas
+    known: dict[int, bool] = field(default_factory=dict)  # by index into ranked: fits now
+    rows: tuple[Row, ...] | None = None  # the explanation, less any decision's notes
+
+    def fits(self, i: int) -> bool:
+        """Whether the gang fits now on the pool at `i` in the order looked at."""
+        known = self.known.get(i)
+        if known is None:
+            count, replicas = self.shape
+            pool = self.pools[self.ranked[i].scored.pool.name]
+            known = self.known[i] = pool.fit.fits(count, replicas)
+        return known
+
+
+@dataclass(slots=True)
+class Pass:
+    """One pass over the queue: the pools' working state and the prices it ranks with."""
+
+    serial: int
+    pools: dict[str, PoolWork]
+    prices: dict[str, float]
+    placements: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Speeds:
+    throughput: tuple[float, ...]
+    total: tuple[float, ...]
+    fastest_first: tuple[int, ...]
+
+
+@dataclass(slots=True)
+class Static:
+    """What does not change while the cycle runs, for one kind of workload."""
+
+    scored: list[Scored]
+    ruled_out: tuple[PoolView, ...]  # nearest misses first: fewest reasons, then name
+    ruled_out_count: int  # with the pools the workload's selection chose away
+    chosen_away: int  # of those, the pools its own pools, vendors or models chose away
+    best_throughput: float
+    shape: tuple[int, int]  # replicas, devices per pod
+    cost_only: bool = False  # the objective weighs cost alone: bounded by completion time
+    count: int = 0  # workloads of this kind the first pass placed
+    quota: dict[str, int] = field(default_factory=dict)  # the auction's share per pool
+    ranked: dict[bool, list[Ranked]] = field(default_factory=dict)  # by: contention priced
+    orders: dict[frozenset[str], list[Ranked]] = field(default_factory=dict)  # by: quota open
+    scan: Scan | None = None  # the last look at which pools fit this kind
+    by_speed: dict[int, Speeds] = field(default_factory=dict)  # by id(order)
+    cuts: dict[int, tuple[PoolView, ...]] = field(default_factory=dict)  # ruled_out[:n], by n
+    no_pool: dict[str, str] = field(default_factory=dict)  # "no pool can run" by namespace
+    # the explanation's row of each pool shown, by (id(order), index), with the pool's fit
+    # and its version when made: reused while that pool is unchanged
+    rows: dict[tuple[int, int], tuple[NodeFit, int, Row]] = field(default_factory=dict)
+
+    def nearest_misses(self, n: int) -> tuple[PoolView, ...]:
+        """The first n of ruled_out, one tuple per n for the cycle."""
+        cut = self.cuts.get(n)
+        if cut is None:
+            cut = self.cuts[n] = self.ruled_out[:n]
+        return cut
+
+    def speeds(self, ranked: list[Ranked]) -> Speeds:
+        """Throughputs and totals of `ranked` (one of this kind's orders, kept for the
+        cycle) in its order, and its indices fastest first."""
+        key = id(ranked)
+        if key not in self.by_speed:
+            tp = [r.scored.throughput for r in ranked]
+            self.by_speed[key] = Speeds(
+                tuple(tp),
+                tuple(r.scored.total for r in ranked),
+                tuple(sorted(range(len(ranked)), key=lambda i: -tp[i])),
+            )
+        return self.by_speed[key]
+
+    def rank(self, devices: int, prices: dict[str, float]) -> list[Ranked]:
+        """Feasible pools by score less contention, best first; equal to a hundredth of a
+        point, the better objective score first (the marginal workload is indifferent, and
+        the oldest should not get the slower pool), then the pool name."""
+        key = bool(prices)
+        if key not in self.ranked:
+            rows = []
+            for s in self.scored:
+                contention = round(100.0 * devices * prices.get(s.pool.name, 0.0), 4)
+                breakdown = (
+                    s.breakdown.model_copy(update={"contention": contention})
+                    if contention
+                    else s.breakdown
+                )
+                rows.append(Ranked(s, contention, round(s.total - contention, 4), breakdown))
+            rows.sort(key=lambda r: (-round(r.score, 2), -r.scored.total, r.scored.pool.name))
+            self.ranked[key] = rows
+        return self.ranked[key]
+
+    def order(self, devices: int, prices: dict[str, float]) -> list[Ranked]:
+        """The order a workload of this kind tries pools in: with prices, the pools the
+        auction assigned this kind to and that have quota left come first, the objective's
+        best of them to the oldest; then the rest by score less contention."""
+        ranked = self.rank(devices, prices)
+        quota = frozenset(p for p, k in self.quota.items() if k > 0) if prices else frozenset()
+        if not quota:
+            return ranked
+        if quota not in self.orders:
+            self.orders[quota] = sorted(
+                ranked,
+                key=lambda r: (
+                    r.scored.pool.name not in quota,
+                    -r.scored.total if r.scored.pool.name in quota else 0.0,
+                ),
+            )
+        return self.orders[quota]
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A feasible pool as one workload saw it when it was decided."""
+
+    ranked: Ranked
+    fits_now: bool
+    reasons: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class PoolWork:
+    """One pool's working state during the cycle."""
+
+    view: PoolView
+    fit: NodeFit
+    releases: list[tuple[float, str, int]]  # seconds from now, node, devices
+    backlog: float = 0.0  # device-seconds of workloads that chose to wait for this pool
+    _starts: dict[tuple[int, int], float | None] | None = None
+    _version: int = -1
+
+    def earliest_fit(self, count: int, replicas: int) -> float | None:
+        if self._starts is None or self._version != self.fit.version:
+            self._starts, self._version = {}, self.fit.version
+        key = (count, replicas)
+        if key not in self._starts:
+            self._starts[key] = earliest_fit(
+                self.fit.free, self.releases, count, replicas, presorted=True
+            )
+        return self._starts[key]
+
+    def expected_start(self, count: int, replicas: int) -> float | None:
+        """Seconds from now until the gang could start here, from known releases and the work
+        already waiting for this pool; None when the known releases never make room."""
+        at = self.earliest_fit(count, replicas)
+        if at is None:
+            return None
+        return at + self.backlog / max(self.view.devices, 1)
