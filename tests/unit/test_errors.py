@@ -1,4 +1,4 @@
-"""Which API errors are refusals: the reconciler reports those in status and falls back on
+"""Which API errors are refusals: the controller reports those in status and falls back on
 them; the rest it retries quietly."""
 
 from __future__ import annotations

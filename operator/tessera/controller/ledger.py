@@ -54,8 +54,8 @@ def settle_claims(
 
 class Pass(NamedTuple):
     """What choosing the visits reads for every workload each cycle, typed read-only, so
-    that pass costs a dict lookup per question (a method call per question and workload,
-    or a MappingProxyType's lookup, made the pass a third dearer at 10,000 Workloads)."""
+    that pass costs a dict lookup per question: a method call per question and workload
+    made it about 15 % dearer (cProfile, 5,000 Workloads over a stub API)."""
 
     writing: Container[str]
     deferred: Container[str]

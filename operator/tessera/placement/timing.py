@@ -122,9 +122,16 @@ def cheapest_in_time(
     built from when the explanation is read."""
     count, replicas = w.spec.accelerator.count, w.spec.replicas
     speeds = st.speeds(ranked)
-    work = duration * st.best_throughput
-    runs = [work / t if t > 0 else math.inf for t in speeds.throughput]
+    runs = [run_seconds(duration, st.best_throughput, t) for t in speeds.throughput]
     done: dict[int, float] = {}  # expected finish, by index into ranked
+
+    def finish(i: int) -> float:
+        """When the run would end on the pool at `i`: at once if it fits, else after the
+        pool's expected start (never, when the known releases never make room)."""
+        if fits(i):
+            return runs[i]
+        start = pools[ranked[i].scored.pool.name].expected_start(count, replicas)
+        return math.inf if start is None else start + runs[i]
 
     # the soonest finish: fastest pools first; a finish is never before its run time
     soonest = math.inf
@@ -132,11 +139,7 @@ def cheapest_in_time(
         run = runs[i]
         if run >= soonest:
             break
-        if fits(i):
-            done[i] = run
-        else:
-            start = pools[ranked[i].scored.pool.name].expected_start(count, replicas)
-            done[i] = math.inf if start is None else start + run
+        done[i] = finish(i)
         soonest = min(soonest, done[i])
     if math.isinf(soonest):
         for i in range(len(ranked)):
@@ -150,12 +153,7 @@ def cheapest_in_time(
             continue
         end = done.get(i)
         if end is None:
-            if fits(i):
-                end = run
-            else:
-                start = pools[ranked[i].scored.pool.name].expected_start(count, replicas)
-                end = math.inf if start is None else start + run
-            done[i] = end
+            end = done[i] = finish(i)
         if end <= bound:
             pick = i
             break

@@ -14,6 +14,11 @@ from tessera.world.facts import ObjectFacts, Placed, PodFacts, placed_of
 from tessera.world.snapshot import World
 
 
+def iso(now: datetime) -> str:
+    """A time as status writes it: UTC to the second (metav1.Time)."""
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def condition(
     type_: str,
     ok: bool,
@@ -33,7 +38,7 @@ def condition(
         "reason": reason,
         "message": message,
         "observedGeneration": generation,
-        "lastTransitionTime": since or now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "lastTransitionTime": since or iso(now),
     }
 
 
@@ -213,10 +218,6 @@ def lifecycle_status(
         "conditions": kept + new,
         "observedGeneration": generation,
     }
-
-
-def iso(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def dump(models: Iterable[Any]) -> list[dict[str, Any]]:
