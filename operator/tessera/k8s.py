@@ -315,11 +315,16 @@ class Kube:
         return True
 
     @uses("", "pods", "delete")
-    def delete_pod(self, namespace: str, name: str, uid: str | None = None) -> bool:
-        """Deletes a pod (only the one with `uid` when given); False when already gone."""
+    def delete_pod(
+        self, namespace: str, name: str, uid: str | None = None, force: bool = False
+    ) -> bool:
+        """Deletes a pod (only the one with `uid` when given; with `force`, at once, without
+        waiting for a kubelet to confirm); False when already gone."""
         body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if uid:
             body["preconditions"] = {"uid": uid}
+        if force:
+            body["gracePeriodSeconds"] = 0
         try:
             self.write("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body)
         except NotFound:
@@ -340,6 +345,14 @@ class Kube:
             body["metadata"] = {"resourceVersion": resource_version}
         path = f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{namespace}/workloads/{name}/status"
         self.write("PATCH", path, body, {"fieldManager": FIELD_MANAGER}, MERGE_PATCH)
+
+    @uses(api.GROUP, "acceleratorpools", "patch")
+    def set_pool_finalizers(self, name: str, finalizers: list[str], resource_version: str) -> None:
+        """Sets a pool's finalizers, only over the resourceVersion read (a finalizer another
+        controller added meanwhile is never dropped)."""
+        meta = {"finalizers": finalizers, "resourceVersion": resource_version}
+        path = f"/apis/{api.GROUP}/{api.VERSION}/acceleratorpools/{name}"
+        self.write("PATCH", path, {"metadata": meta}, {"fieldManager": FIELD_MANAGER}, MERGE_PATCH)
 
     @uses(api.GROUP, "acceleratorpools/status", "patch")
     def patch_pool_status(self, name: str, status: dict[str, Any]) -> None:

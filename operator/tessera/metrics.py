@@ -33,7 +33,7 @@ POOL_DEVICES = Gauge(
 )
 POOL_DEGRADED = Gauge(
     "tessera_pool_degraded",
-    "1 when some of the pool's nodes are not Ready, else 0.",
+    "1 when some of the pool's nodes take no new pods (NotReady, cordoned, tainted), else 0.",
     ["pool"],
     registry=REGISTRY,
 )

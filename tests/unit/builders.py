@@ -109,7 +109,7 @@ def workload(
         name=name,
         spec=spec,
         created_at=NOW - timedelta(seconds=age),
-        excluded_pools=tuple(excluded),
+        excluded_pools={p: f"withdrawn from {p}" for p in excluded},
     )
 
 

@@ -54,7 +54,10 @@ def test_each_placement_is_folded_into_the_snapshot() -> None:
     d = by_name(plan([first, second, third], snap, NOW))
     assert (d["first"].pool, d["second"].pool) == ("h100", "a100")
     assert not d["third"].placed
-    assert "waiting: no feasible pool has room" in d["third"].message
+    assert d["third"].message == (
+        "waiting: no feasible pool has room for 1 pods of 4 devices now (2 feasible; best "
+        "h100: no node has 4 free nvidia.com/gpu (largest free: 0))"
+    ), "the message says what the pool it would take lacks"
     # both pools are still feasible for it, and neither has room once the first two are in
     shown = [(c.pool, c.feasible, c.fits_now) for c in d["third"].candidates]
     assert shown == [("h100", True, False), ("a100", True, False)]

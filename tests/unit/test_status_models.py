@@ -76,7 +76,7 @@ def _decisions() -> tuple[Any, placement.Decision, placement.Decision]:
     world = _world({"ml/svc": facts}, WorldCache())
     spec = api.WorkloadSpec.model_validate(SPEC)
     pending = placement.PendingWorkload(
-        namespace="ml", name="svc", spec=spec, created_at=NOW, excluded_pools=()
+        namespace="ml", name="svc", spec=spec, created_at=NOW, excluded_pools={}
     )
     (placed,) = placement.plan([pending], world.snapshot(), NOW)
     too_big = pending.model_copy(update={"spec": spec.model_copy(update={"replicas": 9})})

@@ -323,7 +323,7 @@ _selector = st.fixed_dictionaries(
     st.lists(_selector, min_size=1, max_size=4),
     st.lists(st.dictionaries(_key, _value, max_size=3), min_size=1, max_size=12),
 )
-def test_each_node_belongs_to_the_first_pool_by_name_that_selects_it(
+def test_each_node_belongs_to_the_oldest_pool_that_selects_it_then_by_name(
     selectors: list[dict[str, Any]], labels: list[dict[str, str]]
 ) -> None:
     """Pool membership is worked out once per kind of node (the label keys the selectors

@@ -66,7 +66,7 @@ def test_devices_come_back_at_the_plans_time_in_every_later_world() -> None:
         name="train",
         spec=api.WorkloadSpec.model_validate(spec),
         created_at=NOW,
-        excluded_pools=(),
+        excluded_pools={},
     )
     (decision,) = placement.plan([pending], world.snapshot(), NOW)
     assert decision.placed and decision.pool == "a100"

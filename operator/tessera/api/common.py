@@ -20,6 +20,9 @@ API_VERSION = f"{GROUP}/{VERSION}"
 WORKLOAD_LABEL = f"{GROUP}/workload"
 POOL_LABEL = f"{GROUP}/pool"
 REPLICA_LABEL = f"{GROUP}/replica"
+# On every AcceleratorPool: its deletion waits until no workload holds the pool (batch work
+# finished, services moved away), as a draining pool's would.
+POOL_FINALIZER = f"{GROUP}/pool-protection"
 # The Workload generation a pod was built from: pods of an earlier spec are never adopted
 # as a placement the status does not record yet (tessera.world.World.stale_pods).
 GENERATION_ANNOTATION = f"{GROUP}/generation"

@@ -173,14 +173,26 @@ class DeviceCounts(Model):
         0,
         ge=0,
     )
-    available: int = described("Allocatable minus allocated, on Ready nodes.", 0, ge=0)
+    available: int = described(
+        "Allocatable minus allocated, on the nodes that take new pods.", 0, ge=0
+    )
 
 
 class PoolSummary(Model):
     """Pre-formatted figures for `kubectl get` columns."""
 
-    nodes: str = described("Ready/total nodes, e.g. 3/4.", "0/0")
+    nodes: str = described("Nodes that take new pods/all nodes, e.g. 3/4.", "0/0")
     devices: str = described("Available/allocatable devices, e.g. 20/32.", "0/0")
+
+
+class UnavailableNode(Model):
+    """A node of the pool that takes no new pods."""
+
+    node: str = described("Node name.")
+    reason: str = described(
+        "NotReady, Cordoned, or Tainted with the NoSchedule or NoExecute taints the pool's "
+        "tolerations do not tolerate."
+    )
 
 
 class AcceleratorPoolStatus(Model):
@@ -188,13 +200,24 @@ class AcceleratorPoolStatus(Model):
 
     observed_generation: int | None = described("The generation this status describes.", None)
     accelerator: ResolvedAccelerator | None = described("The accelerator as resolved.", None)
-    nodes: int = described("Nodes the selector matches.", 0, ge=0)
+    nodes: int = described(
+        "Nodes the pool counts: those its selector matches, less any counted for a pool that "
+        "selected them first.",
+        0,
+        ge=0,
+    )
     ready_nodes: int = described("Matched nodes that are Ready.", 0, ge=0)
     node_names: list[str] = described("Names of the matched nodes, sorted.", default_factory=list)
+    unavailable_nodes: list[UnavailableNode] = described(
+        "Matched nodes that take no new pods, with why; placement leaves them out and their "
+        "devices are not available.",
+        default_factory=list,
+    )
     devices: DeviceCounts = described("Device counts.", default_factory=DeviceCounts)
     summary: PoolSummary = described("Figures for kubectl columns.", default_factory=PoolSummary)
     conditions: list[Condition] = described(
-        "Ready (the pool has Ready nodes and a resolved accelerator), Degraded and others.",
+        "Ready (the pool has nodes that take new pods and a resolved accelerator), Degraded "
+        "(some nodes take none), NodesOverlap and others.",
         default_factory=list,
         json_schema_extra=CONDITIONS_LIST,
     )

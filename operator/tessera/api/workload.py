@@ -358,11 +358,31 @@ class Assignment(Model):
     node: str = described("Node the replica's devices were reserved on.")
 
 
+class PoolSeen(Model):
+    """A pool as it was when a workload was withdrawn from it: a change lifts the exclusion."""
+
+    generation: int = described("The pool's metadata.generation.", 0, ge=0)
+    nodes: int = described("Its nodes that took new pods.", 0, ge=0)
+    available: int = described(
+        "Devices free on them once the withdrawn pods' devices came back.", 0, ge=0
+    )
+
+
 class ExcludedPool(Model):
-    """A pool withdrawn from after the scheduler could not bind pods there."""
+    """A pool withdrawn from after its pods could not be bound or created there. Not tried
+    again until the pool changes (spec, nodes, more free devices) or retryAt passes."""
 
     pool: str = described("Pool name.")
     reason: str = described("Why it was withdrawn from.")
+    since: datetime | None = described("When it was withdrawn from.", None)
+    retry_at: datetime | None = described(
+        "When it is tried again at the latest; the wait doubles with each withdrawal from "
+        "the same pool, up to an hour. Unset once the workload was placed there again: the "
+        "entry then only counts the withdrawals.",
+        None,
+    )
+    withdrawals: int = described("Withdrawals from this pool in a row.", 1, ge=1)
+    seen: PoolSeen | None = described("The pool when it was withdrawn from.", None)
 
 
 class WorkloadSummary(Model):
@@ -394,7 +414,9 @@ class WorkloadStatus(Model):
         default_factory=list,
     )
     excluded_pools: list[ExcludedPool] = described(
-        "Pools withdrawn from after a fallback; not tried again.", default_factory=list
+        "Pools withdrawn from after a fallback; tried again when they change or their "
+        "retryAt passes.",
+        default_factory=list,
     )
     replicas: int = described("Pods that exist.", 0, ge=0)
     ready_replicas: int = described("Pods that are Ready (or Succeeded, for batch).", 0, ge=0)

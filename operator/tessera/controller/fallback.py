@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from tessera import api, metrics, placement
 from tessera.controller.events import Events
@@ -16,7 +17,12 @@ from tessera.controller.writes import Writes
 from tessera.errors import Conflict
 from tessera.world.facts import TERMINAL, ObjectFacts, Placed, PodFacts
 from tessera.world.snapshot import World
-from tessera.world.status import migrating_status, placed_from, withdrawn_status
+from tessera.world.status import (
+    migrating_status,
+    migration_waiting,
+    placed_from,
+    withdrawn_status,
+)
 
 log = logging.getLogger("tessera.controller")
 
@@ -30,13 +36,15 @@ def withdraw(
     writes: Writes,
     ledger: Ledger,
     events: Events,
+    excluded: list[dict[str, Any]] | None = None,
 ) -> None:
-    """Deletes the gang's pods on the pool and re-queues the workload without that pool: the
-    next cycle's plan places it elsewhere."""
+    """Deletes the gang's pods on the pool and re-queues the workload, with `excluded` as
+    its excludedPools (tessera.world.exclusions; None: the pool is not to blame, and they
+    stay as they were): the next cycle's plan places it again."""
     for pod in pods:
         if not pod.terminal:
             writes.delete_pod(pod)
-    status = withdrawn_status(facts, placed.pool, why, now)
+    status = withdrawn_status(facts, placed.pool, why, now, excluded)
     writes.status(facts, status, guard=False)
     ledger.forget(facts.key)
     metrics.FALLBACKS.labels(placed.pool).inc()
@@ -55,7 +63,10 @@ class Move:
 
 
 def moves(
-    world: World, ledger: Ledger, spec_of: Callable[[ObjectFacts], api.WorkloadSpec | None]
+    world: World,
+    ledger: Ledger,
+    spec_of: Callable[[ObjectFacts], api.WorkloadSpec | None],
+    excluded_of: Callable[[ObjectFacts], dict[str, str]],
 ) -> list[Move]:
     """The services to move off draining pools this cycle: placed there, every replica Ready
     and none still running elsewhere (one move at a time), no write of this process's in
@@ -63,6 +74,7 @@ def moves(
     draining = {name for name, spec in world.pool_specs.items() if spec.draining}
     if not draining:
         return []
+    lost = ledger.losses()
     out = []
     for key, placed in world.placed_on(draining):
         facts = world.workloads.get(key)
@@ -78,15 +90,16 @@ def moves(
         pods = [p for p in world.pods_by_workload.get(key, ()) if p.owner_uid == facts.uid]
         ready = {p.replica for p in pods if p.pool == placed.pool and p.ready and not p.deleting}
         elsewhere = [p for p in pods if p.pool != placed.pool and not p.terminal]
-        if elsewhere or len(ready) < spec.replicas:
+        # A service that lost replicas with their node moves as it is: the drained pool
+        # takes no replacement for them.
+        if elsewhere or (len(ready) < spec.replicas and key not in lost):
             continue
-        previous = [e.get("pool", "") for e in facts.status.get("excludedPools") or []]
         pending = placement.PendingWorkload(
             namespace=facts.namespace or "",
             name=facts.name,
             spec=spec,
             created_at=facts.created,
-            excluded_pools=(*previous, placed.pool),
+            excluded_pools=excluded_of(facts),  # its own pool is ruled out: draining
         )
         out.append(Move(facts, placed, pending))
     return out
@@ -104,7 +117,7 @@ def record_move(
     Ready before the old is deleted. Without room elsewhere, says so and stays."""
     facts, pool = move.facts, move.placed.pool
     if not decision.placed:
-        message = f"pool {pool} is draining; no other pool has room yet: {decision.message}"
+        message = migration_waiting(pool, decision.message)
         if facts.status.get("message") != message:
             writes.status(facts, {"message": message}, guard=False)
             events.post(facts, "Workload", "MigrationWaiting", message, warning=True)

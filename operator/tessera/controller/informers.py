@@ -20,7 +20,7 @@ from typing import Any
 from tessera.errors import ApiError, Gone, TesseraError
 from tessera.k8s import Kube
 from tessera.watched import WATCHED
-from tessera.world.facts import node_facts, object_facts, pod_facts
+from tessera.world.facts import namespace_facts, node_facts, object_facts, pod_facts
 
 log = logging.getLogger("tessera.informers")
 
@@ -66,10 +66,6 @@ def _pod(body: Mapping[str, Any]) -> Any:
     return facts
 
 
-def _labels(body: Mapping[str, Any]) -> dict[str, str]:
-    return dict(body["metadata"].get("labels") or {})
-
-
 # How each watched kind's objects are cached: the key of each, and its facts (None: of no
 # interest, not kept), by the World field they go to (tessera.watched.WATCHED).
 _CACHED: dict[
@@ -79,7 +75,7 @@ _CACHED: dict[
     "pods": (_namespaced, _pod),
     "pools": (_name, object_facts),
     "workloads": (_workload_key, object_facts),
-    "namespaces": (_name, _labels),
+    "namespaces": (_name, namespace_facts),
 }
 
 

@@ -8,7 +8,7 @@ from collections.abc import Container, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from tessera.world.caches import by_id, changed
-from tessera.world.facts import ObjectFacts, Placed
+from tessera.world.facts import ObjectFacts, Placed, placed_of
 from tessera.world.pacing import PROGRESS_EVERY
 from tessera.world.snapshot import World
 
@@ -52,6 +52,17 @@ def settle_claims(
     return expired
 
 
+def _records(status: Mapping[str, Any], placed: Placed) -> bool:
+    """Whether a status records this placement: its pool, and (a repair moves replicas
+    within the pool) its nodes."""
+    if status.get("pool") != placed.pool:
+        return False
+    assigned = placed_of(status)
+    return (
+        assigned is None or not assigned.assignments or assigned.assignments == placed.assignments
+    )
+
+
 class Pass(NamedTuple):
     """What choosing the visits reads for every workload each cycle, typed read-only, so
     that pass costs a dict lookup per question: a method call per question and workload
@@ -84,6 +95,9 @@ class Ledger:
         self._deferred: set[str] = set()  # progress-only status changes not yet written
         self._refused: dict[str, Refusal] = {}
         self._visited: dict[str, tuple[Any, ...]] = {}  # key -> its signature when visited
+        # key -> (its placement then, replica -> why it is lost): replicas a visit found lost
+        # with their node, for the next plan to place again (tessera.controller.repairs).
+        self._lost: dict[str, tuple[Placed, dict[int, str]]] = {}
 
     # --- decisions --------------------------------------------------------------------------
 
@@ -121,6 +135,7 @@ class Ledger:
         """Drops the workload's decision (withdrawn, or built from a stale spec)."""
         self._decisions.pop(key, None)
         self._unwritten.pop(key, None)
+        self._lost.pop(key, None)
 
     def decided(self, workloads: dict[str, ObjectFacts]) -> dict[str, Placed]:
         """Decisions the cache may not show yet, for the next World. A decision is forgotten
@@ -137,7 +152,7 @@ class Ledger:
         for key in keys:
             uid, placed = decisions[key]
             facts = workloads.get(key)
-            if facts is None or facts.uid != uid or facts.status.get("pool") == placed.pool:
+            if facts is None or facts.uid != uid or _records(facts.status, placed):
                 del decisions[key]
         return {k: p for k, (_, p) in decisions.items()}
 
@@ -234,6 +249,23 @@ class Ledger:
             self._visited,
         )  # fmt: skip
 
+    # --- replicas lost with their node --------------------------------------------------------
+
+    def lose(self, key: str, placed: Placed, lost: dict[int, str]) -> None:
+        """A visit found these replicas of the placement lost (their node gone or taking no
+        pods, their pod gone or never bound): the next plan places them again."""
+        if lost:
+            self._lost[key] = (placed, lost)
+        else:
+            self._lost.pop(key, None)
+
+    def losses(self) -> dict[str, tuple[Placed, dict[int, str]]]:
+        """The replicas to place again, by workload (a copy)."""
+        return dict(self._lost)
+
+    def repaired(self, key: str) -> None:
+        self._lost.pop(key, None)
+
     # --- a cycle's settling -----------------------------------------------------------------
 
     def settle_writes(self, world: World) -> None:
@@ -259,6 +291,9 @@ class Ledger:
             self._visited = {k: v for k, v in self._visited.items() if k in workloads}
         self._written_at = {k: t for k, t in self._written_at.items() if at - t < PROGRESS_EVERY}
         self._deferred &= workloads.keys()
+        for key in list(self._lost):
+            if key not in workloads:
+                self._lost.pop(key, None)
         for key in list(self._refused):
             if key not in workloads:
                 self._refused.pop(key, None)

@@ -12,13 +12,15 @@ from tessera.controller.clock import Clock
 from tessera.controller.events import Events
 from tessera.controller.fallback import withdraw
 from tessera.controller.ledger import Ledger
+from tessera.controller.repairs import lost_replicas
 from tessera.controller.specs import parse_spec
 from tessera.controller.writes import Writes
 from tessera.errors import ApiError, Conflict, NotFound
+from tessera.world import exclusions
 from tessera.world.facts import TERMINAL, ObjectFacts, Placed, PodFacts
 from tessera.world.pacing import Bursts, CountsWrite, counts_write, fallback_reason
-from tessera.world.snapshot import World
-from tessera.world.status import lifecycle_status, recovered_status
+from tessera.world.snapshot import World, devices_per_replica
+from tessera.world.status import lifecycle_status, recovered_status, settled_message
 
 log = logging.getLogger("tessera.controller")
 
@@ -54,19 +56,27 @@ class Lifecycle:
         current = {p.replica: p for p in pods if p.pool == placed.pool and p.replica is not None}
         old = [p for p in pods if p.pool != placed.pool and not p.terminal and not p.deleting]
         if placed.pool not in world.pool_specs:
-            gone = f"pool {placed.pool} was deleted"
-            self._withdraw(facts, placed, list(current.values()), gone, now)
+            self._orphaned(world, facts, spec, placed, current, old, now)
             return
+        lost, doomed = lost_replicas(world, placed, spec, current)
+        for pod in doomed:
+            # A pod bound to a deleted node has no kubelet to confirm its end: deleted at
+            # once (as the pod garbage collector would, later), its name free for the new one.
+            self.writes.delete_pod(pod, force=pod.node not in world.nodes)
+            if pod.replica is not None:
+                current.pop(pod.replica, None)
+        if ledger.unwritten(key) is None:  # a decision not yet written is placed as it is
+            ledger.lose(key, placed, lost)
         why = None
         if ledger.unwritten(key) is None:  # a decision not yet written is never withdrawn
             known = ledger.refusal(key)
             refusal = (self.clock.monotonic() - known.since, known.message) if known else None
             limit = spec.placement.fallback_after_seconds
             why = fallback_reason(limit, current.values(), now, refusal)
-        if why:
-            ledger.accept(key)
-            self._withdraw(facts, placed, list(current.values()), why, now)
+        if why and self._fall_back(world, facts, spec, placed, current, lost, why, now):
             return
+        if facts.namespace in world.terminating:
+            return  # its namespace is being deleted: no new pods, no status (refused)
         claim = self.writes.pods(world, facts, spec, placed)
         refused: list[ApiError] = []  # this visit's refusal, if any
 
@@ -93,17 +103,81 @@ class Lifecycle:
         created = 0
         phase = facts.status.get("phase")
         if spec.is_service:
-            created = self._service(facts, spec, placed, create, current, old)
+            created = self._service(facts, spec, placed, create, current, old, lost)
         elif phase in (None, api.Phase.PENDING.value, api.Phase.PLACED.value):
-            created = sum(create(r) for r in range(spec.replicas) if r not in current)
+            missing = [r for r in range(spec.replicas) if r not in current and r not in lost]
+            created = sum(create(r) for r in missing)
         if not refused and len(current) + created + in_flight >= spec.replicas:
             ledger.accept(key)  # every replica's pod exists, or is on its way
-        self._write(world, facts, spec, placed, current, old, created + in_flight, now)
+        self._write(world, facts, spec, placed, current, old, created + in_flight, now, lost)
 
-    def _withdraw(
-        self, facts: ObjectFacts, placed: Placed, pods: list[PodFacts], why: str, now: datetime
+    def _fall_back(
+        self,
+        world: World,
+        facts: ObjectFacts,
+        spec: api.WorkloadSpec,
+        placed: Placed,
+        current: dict[int, PodFacts],
+        lost: dict[int, str],
+        why: str,
+        now: datetime,
+    ) -> bool:
+        """Past fallbackAfterSeconds: a gang is withdrawn whole, its pool excluded until it
+        changes or its backoff ends (True). A service with Ready replicas keeps them: only
+        its pods that cannot bind go (out of `current`, into `lost`), placed again on the
+        pool (tessera.controller.repairs); a refused pod is sent again, as before the
+        limit, until the API server takes it (False: the visit goes on)."""
+        if spec.is_service and any(p.ready for p in current.values()):
+            stuck = {
+                r: p
+                for r, p in current.items()
+                if not p.node and not p.deleting and p.unschedulable_since
+            }
+            for replica, pod in stuck.items():
+                self.writes.delete_pod(pod)
+                current.pop(replica)
+                lost[replica] = f"{why} (on node {placed.assignments.get(replica, '?')})"
+            if stuck:
+                self.ledger.lose(facts.key, placed, lost)
+                self.events.post(facts, "Workload", "ReplicaUnschedulable", why, warning=True)
+            return False
+        self.ledger.accept(facts.key)
+        entries = facts.status.get("excludedPools") or []
+        returning = devices_per_replica(facts) * spec.replicas
+        seen = world.seen(placed.pool, returning) or (0, 0, 0)
+        limit = spec.placement.fallback_after_seconds
+        excluded = exclusions.exclude(entries, placed.pool, why, now, seen, limit)
+        pods = list(current.values())
+        withdraw(facts, placed, pods, why, now, self.writes, self.ledger, self.events, excluded)
+        return True
+
+    def _orphaned(
+        self,
+        world: World,
+        facts: ObjectFacts,
+        spec: api.WorkloadSpec,
+        placed: Placed,
+        current: dict[int, PodFacts],
+        old: list[PodFacts],
+        now: datetime,
     ) -> None:
-        withdraw(facts, placed, pods, why, now, self.writes, self.ledger, self.events)
+        """A workload placed on a pool that no longer exists (its finalizer was taken off by
+        hand, or the pool deleted while no operator ran): its pods run on, as they are. A
+        gang that has not started is placed again; a service's missing replicas come back
+        once a pool of that name does (the same pool to the workloads that were on it)."""
+        gone = f"its pool {placed.pool} was deleted"
+        started = facts.status.get("phase") == api.Phase.RUNNING.value
+        if not spec.is_service and not started:
+            pods = list(current.values())
+            why = f"{gone} before the gang started"
+            withdraw(facts, placed, pods, why, now, self.writes, self.ledger, self.events)
+            return
+        lost = {
+            r: f"{gone}; replaced once a pool of that name is back"
+            for r in range(spec.replicas)
+            if r not in current or current[r].deleting or current[r].terminal
+        }
+        self._write(world, facts, spec, placed, current, old, 0, now, lost)
 
     def _service(
         self,
@@ -113,8 +187,10 @@ class Lifecycle:
         create: Callable[[int], bool],
         current: dict[int, PodFacts],
         old: list[PodFacts],
+        lost: Mapping[int, str],
     ) -> int:
-        """Keeps every replica running on the placed pool. While old pods run elsewhere (a
+        """Keeps every replica running on the placed pool (but those lost with their node:
+        placed again first, tessera.controller.repairs). While old pods run elsewhere (a
         migration), moves one replica at a time: the new pod Ready before the old is deleted."""
         old_by_replica: dict[int | None, list[PodFacts]] = {}
         for p in old:
@@ -130,6 +206,8 @@ class Lifecycle:
                     self.writes.delete_pod(pod)  # recreated next cycle
                 continue
             if pod is None:
+                if replica in lost:
+                    continue
                 if replica in old_by_replica and in_flight:
                     continue  # one replica at a time
                 created += create(replica)
@@ -175,6 +253,7 @@ class Lifecycle:
         old: list[PodFacts],
         created: int,
         now: datetime,
+        lost: Mapping[int, str] | None = None,
     ) -> None:
         """Writes the lifecycle status the pods imply, only when it changed; the first one
         carries the decision (or, after a restart, the pool the pods are on)."""
@@ -184,8 +263,12 @@ class Lifecycle:
         refused = ledger.refusal(key)
         status = lifecycle_status(
             spec, placed.pool, base, facts.generation, current, old, created, now,
-            refused.message if refused else None,
+            refused.message if refused else None, lost,
         )  # fmt: skip
+        draining = placed.pool in world.pool_specs and world.pool_specs[placed.pool].draining
+        settled = settled_message(status, placed.pool, draining)
+        if settled is not None:
+            status["message"] = settled
         at = self.clock.monotonic()
         if unwritten is not None:
             # Nothing to tell but that the pods start or run: the write waits for the pods
@@ -194,7 +277,7 @@ class Lifecycle:
             if not self.bursts.first_write_due(at, unwritten[1], status["phase"], news):
                 return
             status = {**unwritten[0], **status}
-        elif facts.status.get("pool") != placed.pool:
+        elif facts.status.get("pool") != placed.pool and placed.pool in world.pool_specs:
             status.update(recovered_status(world.accelerator(placed.pool), placed.pool))
         if {k: facts.status.get(k) for k in status} == status:
             ledger.undefer(key)

@@ -73,8 +73,10 @@ class Controller:
         # 2. Place: pending workloads and moves off draining pools, one plan; pods first.
         guard("Workload", self.placing.run, world, now)
 
-        # 3. Pools: statuses computed when they can have changed, written on their threads.
+        # 3. Pools: statuses computed when they can have changed, written on their threads;
+        # finalizers on every pool, taken off a deleted one once nothing holds it.
         self.pools.write(world, self.pools.compute(world, now))
+        self.pools.protect(world)
         placed = self.clock.monotonic()
 
         # 4. Visit: the workloads whose facts changed (all each FULL_PASS), concurrently,

@@ -1,5 +1,6 @@
-"""The placing phase: every workload waiting for a pool, and every service leaving a draining
-one, planned together over one snapshot; placements' pods created, decisions recorded."""
+"""The placing phase: every workload waiting for a pool, every service leaving a draining one
+and every replica lost with its node, planned together over one snapshot; placements' pods
+created, decisions recorded."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from tessera.controller.clock import Clock
 from tessera.controller.events import Events
 from tessera.controller.fallback import moves, record_move
 from tessera.controller.ledger import Ledger
+from tessera.controller.repairs import record_repair, repairs
 from tessera.controller.specs import parse_spec
 from tessera.controller.threads import Workers, guard
 from tessera.controller.writes import Writes
 from tessera.errors import Conflict
+from tessera.world import exclusions
 from tessera.world.facts import ObjectFacts, fingerprint
 from tessera.world.pacing import Bursts
 from tessera.world.snapshot import World
@@ -53,10 +56,16 @@ class Placing:
         def spec_of(facts: ObjectFacts) -> api.WorkloadSpec | None:
             return parse_spec(facts, now, self.writes, self.events)
 
+        def excluded_of(facts: ObjectFacts) -> dict[str, str]:
+            entries = facts.status.get("excludedPools") or ()
+            return exclusions.active(entries, now, world.seen) if entries else {}
+
+        terminating = world.terminating
         unplaced = {
-            key: world.workloads[key]
+            key: facts
             for key in world.unplaced
             if not world.stale_pods(key)  # placed again once they are gone (same names)
+            and (facts := world.workloads[key]).namespace not in terminating
         }
         at = self.clock.monotonic()
         self.pending_since = {key: self.pending_since.get(key, at) for key in unplaced}
@@ -67,33 +76,44 @@ class Placing:
             if spec is None:
                 continue
             specs[key] = spec
-            excluded = tuple(e.get("pool", "") for e in facts.status.get("excludedPools") or [])
             pending.append(
                 placement.PendingWorkload(
                     namespace=facts.namespace or "",
                     name=facts.name,
                     spec=spec,
                     created_at=facts.created,
-                    excluded_pools=excluded,
+                    excluded_pools=excluded_of(facts),
                 )
             )
-        moving = {m.facts.key: m for m in moves(world, self.ledger, spec_of)}
-        if not pending and not moving:
+        moving = {m.facts.key: m for m in moves(world, self.ledger, spec_of, excluded_of)}
+        fixing = {
+            r.facts.key: r
+            for r in repairs(world, self.ledger, spec_of)
+            if r.facts.key not in moving
+        }
+        if not pending and not moving and not fixing:
             world.cache.forget_node_states()  # kept for placement only
             # A cycle with nothing to place ends a burst only once the last second's cycles
             # placed fewer than BURST_LASTS pods: a burst's first writes wait for its end.
             self.bursts.placed(at, 0)
             return
         with metrics.CYCLE_SECONDS.time():
-            everything = pending + [m.pending for m in moving.values()]
+            everything = [
+                *pending,
+                *(m.pending for m in moving.values()),
+                *(r.pending for r in fixing.values()),
+            ]
             decisions = placement.plan(everything, world.snapshot(), now)
         moved = [(moving[k], d) for d in decisions if (k := f"{d.namespace}/{d.name}") in moving]
-        decisions = [d for d in decisions if f"{d.namespace}/{d.name}" not in moving]
+        fixed = [(fixing[k], d) for d in decisions if (k := f"{d.namespace}/{d.name}") in fixing]
+        planned_apart = moving.keys() | fixing.keys()
+        decisions = [d for d in decisions if f"{d.namespace}/{d.name}" not in planned_apart]
         self._act(world, decisions, specs, now)
+        writes, ledger, events = self.writes, self.ledger, self.events
         for move, decision in moved:
-            guard(
-                "Workload", record_move, move, decision, now, self.writes, self.ledger, self.events
-            )
+            guard("Workload", record_move, move, decision, now, writes, ledger, events)
+        for repair, decision in fixed:
+            guard("Workload", record_repair, repair, decision, now, writes, ledger, events)
 
     def _act(
         self,

@@ -9,12 +9,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
+from tessera import api
 from tessera.controller.clock import Clock
 from tessera.controller.events import Events
 from tessera.controller.threads import guard
+from tessera.errors import Conflict, NotFound
 from tessera.k8s import Kube
+from tessera.world.facts import ObjectFacts
 from tessera.world.snapshot import World
-from tessera.world.status import pool_status
+from tessera.world.status import holding, pool_status
 
 POOL_WRITERS = 4  # pool status patches sent at once
 POOL_DEVICES_EVERY = 5.0  # a pool's device counts are rewritten at most this often
@@ -35,6 +38,7 @@ class PoolStatuses:
         self._of: PoolsKey = ()
         self._written: dict[str, float] = {}  # pool -> when the status written was computed
         self._writes: dict[str, Future[Any]] = {}  # pool -> its status write in flight
+        self._finalized: dict[str, str] = {}  # pool -> resourceVersion its finalizers were set over
         self._writers = ThreadPoolExecutor(POOL_WRITERS, thread_name_prefix="tessera-pool")
 
     def compute(self, world: World, now: datetime) -> dict[str, dict[str, Any]]:
@@ -70,6 +74,32 @@ class PoolStatuses:
                 self._writes[name] = self._writers.submit(
                     guard, "AcceleratorPool", self._update, world, name, status, computed
                 )
+
+    def protect(self, world: World) -> None:
+        """Keeps the pools' finalizer (api.POOL_FINALIZER): on every pool, and taken off a
+        pool being deleted once no workload holds it (a pool being deleted drains: World).
+        Written on the pool writers, guarded by the resourceVersion read; a pool whose
+        write is in flight is left for the next cycle."""
+        for name, facts in world.pools.items():
+            has = api.POOL_FINALIZER in facts.finalizers
+            if facts.deleting:
+                if not has or any(holding(world, name)):
+                    continue
+                finalizers = [f for f in facts.finalizers if f != api.POOL_FINALIZER]
+            elif has:
+                continue
+            else:
+                finalizers = [*facts.finalizers, api.POOL_FINALIZER]
+            if self._finalized.get(name) == facts.resource_version:
+                continue  # written over this version: the cache does not show it yet
+            self._finalized[name] = facts.resource_version
+            self._writers.submit(guard, "AcceleratorPool", self._finalize, facts, finalizers)
+
+    def _finalize(self, facts: ObjectFacts, finalizers: list[str]) -> None:
+        try:
+            self.kube.set_pool_finalizers(facts.name, finalizers, facts.resource_version)
+        except (Conflict, NotFound):
+            self._finalized.pop(facts.name, None)  # changed or gone: read again next cycle
 
     def _update(self, world: World, name: str, status: dict[str, Any], computed: float) -> None:
         """Writes a pool's status computed at `computed` (monotonic) if it differs from what

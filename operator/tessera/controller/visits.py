@@ -26,11 +26,12 @@ def signatures(world: World, at: float, seen: Pass, bursts: Bursts) -> Callable[
     every workload every cycle."""
     writing, deferred, unwritten_of = seen.writing, seen.deferred, seen.unwritten
     refused_of, in_flight = seen.refused, seen.in_flight
-    recent, pools, pods_of, workloads = (
+    recent, pools, pods_of, workloads, nodes_epoch = (
         world.recent,
         world.pools,
         world.pods_by_workload,
         world.workloads,
+        world.nodes_epoch,
     )
     draining = {name for name, spec in world.pool_specs.items() if spec.draining}
     active, due_at = bursts.active, bursts.first_write_due
@@ -59,9 +60,11 @@ def signatures(world: World, at: float, seen: Pass, bursts: Bursts) -> Callable[
         # A burst's end makes the held first writes due: Running ones at once, the others
         # once the burst has been over for QUIET_AFTER_BURST (tessera.world.pacing).
         due = unwritten is not None and (active, due_at(at, unwritten[1]))
+        # A node deleted, tainted or cordoned (any: its replicas may be lost) or back.
+        on = nodes_epoch
         # The pool's spec, not its resourceVersion: the device counts written to its status
         # every few seconds in a burst made every Workload on it a visit (10,000 at a time).
-        return (workloads[key].resource_version, pool_spec, pods, inflight, due)
+        return (workloads[key].resource_version, pool_spec, pods, inflight, due, on)
 
     return signature
 

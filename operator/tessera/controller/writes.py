@@ -33,8 +33,8 @@ class Writes:
         self.kube.patch_workload_status(facts.namespace or "", facts.name, status, rv)
         self.ledger.wrote(facts, self.clock.monotonic())
 
-    def delete_pod(self, pod: PodFacts) -> None:
-        self.kube.delete_pod(pod.namespace, pod.name, pod.uid)
+    def delete_pod(self, pod: PodFacts, force: bool = False) -> None:
+        self.kube.delete_pod(pod.namespace, pod.name, pod.uid, force)
 
     def pods(
         self, world: World, facts: ObjectFacts, spec: api.WorkloadSpec, placed: Placed

@@ -36,7 +36,7 @@ def _signature(w: PendingWorkload, closed: tuple[str, ...]) -> tuple[object, ...
     weights = spec.weights
     return (
         closed,
-        tuple(sorted(w.excluded_pools)),
+        tuple(sorted(w.excluded_pools.items())),
         spec.replicas,
         spec.objective,
         (weights.performance, weights.cost, weights.energy) if weights else None,
@@ -51,7 +51,16 @@ def _signature(w: PendingWorkload, closed: tuple[str, ...]) -> tuple[object, ...
         tuple(need.features),
         tuple(sorted(need.software.items())),
         tuple(sorted(need.throughput.items())),
+        _tolerations_key(w),
     )
+
+
+def _tolerations_key(w: PendingWorkload) -> tuple[object, ...]:
+    """The template's tolerations, comparable: they decide which tainted nodes it may use."""
+    tolerations = w.tolerations
+    if not tolerations:
+        return ()
+    return tuple(sorted(tuple(sorted((k, str(v)) for k, v in t.items())) for t in tolerations))
 
 
 def _order_key(w: PendingWorkload) -> tuple[int, datetime, str, str]:
@@ -80,24 +89,37 @@ def _static(w: PendingWorkload, pools: Sequence[PoolWork], ns_labels: Mapping[st
     wp, wc, we = weights_for(w.spec)
     cost_only = wc > 0 and wp == 0 and we == 0
     ruled_out = tuple(view for _, _, view in misses)
-    return Static(scored, ruled_out, len(near) + len(away), len(away), best, shape, cost_only)
+    gated = [p.view for p in pools if p.view.gated]
+    tolerations = w.tolerations if gated else ()
+    unlocked = {view.name: u for view in gated if (u := view.unlocked(tolerations))}
+    return Static(
+        scored,
+        ruled_out,
+        len(near) + len(away),
+        len(away),
+        best,
+        shape,
+        cost_only,
+        unlocked=unlocked,
+    )
 
 
 def _pools(snapshot: Snapshot, now: datetime) -> list[PoolWork]:
-    """Every pool's working state, fresh from the snapshot."""
-    return [
-        PoolWork(
-            view=PoolView.of(p),
-            fit=NodeFit((n.name, n.free) for n in p.nodes if n.ready),
-            releases=sorted(
-                (max((r.at - now).total_seconds(), 0.0), n.name, r.devices)
-                for n in p.nodes
-                if n.ready
-                for r in n.releases
-            ),
+    """Every pool's working state, fresh from the snapshot: its ready nodes indexed, the
+    tainted ones apart (NodeFit.gated)."""
+    out = []
+    for p in sorted(snapshot.pools, key=lambda p: p.name):
+        view = PoolView.of(p)
+        gated = [(n.name, n.free) for n in p.nodes if n.name in view.gated] if view.gated else ()
+        fit = NodeFit(((n.name, n.free) for n in p.nodes if n.ready), gated)
+        releases = sorted(
+            (max((r.at - now).total_seconds(), 0.0), n.name, r.devices)
+            for n in p.nodes
+            if n.ready
+            for r in n.releases
         )
-        for p in sorted(snapshot.pools, key=lambda p: p.name)
-    ]
+        out.append(PoolWork(view=view, fit=fit, releases=releases))
+    return out
 
 
 def _copies(pools: Sequence[PoolWork]) -> list[PoolWork]:
@@ -174,7 +196,7 @@ def _auction(
         values = {
             s.pool.name: s.total / 100.0
             for s in st.scored
-            if by_name[s.pool.name].fit.fits(count, replicas)
+            if by_name[s.pool.name].fit.fits_with(count, replicas, st.unlocked.get(s.pool.name, ()))
         }
         if values:
             demands.append(Demand(size=replicas * count, count=st.count, values=values))
@@ -192,7 +214,7 @@ def _decide(w: PendingWorkload, st: Static, ns_labels: Mapping[str, str], state:
     ranked = st.order(count * replicas, prices)
     key = (state.serial, state.placements, id(ranked))
     if st.scan is None or st.scan.key != key:  # something was placed since: look again
-        st.scan = Scan(key, ranked, pools, (count, replicas))
+        st.scan = Scan(key, ranked, pools, (count, replicas), st.unlocked)
     scan = st.scan
     fits = scan.fits
 
@@ -244,7 +266,7 @@ def _decide(w: PendingWorkload, st: Static, ns_labels: Mapping[str, str], state:
         if prices and st.quota.get(pool.name, 0) > 0:
             st.quota[pool.name] -= 1
         target = pools[pool.name]
-        nodes = target.fit.take(count, replicas) or []
+        nodes = target.fit.take_with(count, replicas, st.unlocked.get(pool.name, ())) or []
         state.placements += 1
         runtime = None
         if duration is not None:
@@ -281,7 +303,7 @@ def _decide(w: PendingWorkload, st: Static, ns_labels: Mapping[str, str], state:
         name=w.name,
         placed=False,
         waiting_for=wait.pool.name if wait else None,
-        message=_waiting_message(w, st, wait, notes, ns_labels),
+        message=_waiting_message(w, st, wait, notes, ns_labels, shown),
         _rows=shown,
         _ruled_out=ruled_out,
         _notes=notes or _NO_NOTES,
@@ -297,7 +319,10 @@ def _waiting_message(
     wait: Scored | None,
     notes: dict[str, str],
     ns_labels: Mapping[str, str],
+    shown: Sequence[Row] = (),
 ) -> str:
+    """One line on why a workload waits: the nearest pool's reasons when none can run it,
+    else what the best feasible pool (the one it would take) lacks now."""
     if not st.scored:
         # The nearest miss's reasons in the message itself, so the Event and `kubectl get -o
         # wide` say why; every pool's are in status.candidates. Once per kind and namespace
@@ -316,7 +341,9 @@ def _waiting_message(
     if wait is not None:
         return f"waiting for {wait.pool.name}: {notes[wait.pool.name]}"
     need = w.spec.accelerator
+    best = next((row for row in shown if row.reasons and row.reasons[0]), None)
+    lacks = f"; best {best.ranked.scored.pool.name}: {best.reasons[0]}" if best else ""
     return (
         f"waiting: no feasible pool has room for {w.spec.replicas} pods of {need.count} "
-        f"devices now ({len(st.scored)} feasible)"
+        f"devices now ({len(st.scored)} feasible{lacks})"
     )

@@ -85,8 +85,9 @@ def static_reasons(
     """Reasons that hold whatever the pool's load: filters, hardware, software, policy."""
     need = workload.spec.accelerator
     reasons: list[str] = []
-    if pool.name in workload.excluded_pools:
-        reasons.append("withdrawn from: its pods could not be bound or created here")
+    excluded = workload.excluded_pools.get(pool.name)
+    if excluded is not None:
+        reasons.append(excluded)
     reasons.extend(selection_reasons(workload, pool))
     reasons.extend(f"accelerator unusable: {p}" for p in pool.problems)
     if need.min_memory_gib is not None and pool.memory_gib < need.min_memory_gib:
@@ -102,18 +103,25 @@ def static_reasons(
         reasons.append(f"namespace {workload.namespace} is not allowed by this pool")
     if pool.draining:
         reasons.append("pool is draining")
-    if not pool.ready_allocatable:
-        reasons.append("pool has no ready node")
+    allocatable = pool.ready_allocatable
+    capacity = pool.pods_capacity(need.count) if allocatable else 0
+    unlocked = pool.unlocked(workload.tolerations) if pool.gated else None
+    if unlocked:  # tainted nodes its own tolerations let it use
+        extra = [pool.gated_allocatable[n] for n in unlocked]
+        allocatable = tuple(sorted((*allocatable, *extra), reverse=True))
+        capacity += sum(a // need.count for a in extra)
+    if not allocatable:
+        reasons.append("pool has no node that takes new pods")
     else:
-        largest = pool.ready_allocatable[0]
+        largest = allocatable[0]
         if largest < need.count:
             reasons.append(
                 f"no node has {need.count} {pool.resource} (largest: {largest}); "
                 "a pod's devices must be on one node"
             )
-        elif pool.pods_capacity(need.count) < workload.spec.replicas:
+        elif capacity < workload.spec.replicas:
             reasons.append(
-                f"the nodes hold at most {_pods(pool.pods_capacity(need.count))} of "
+                f"the nodes hold at most {_pods(capacity)} of "
                 f"{need.count} {pool.resource}, {workload.spec.replicas} required"
             )
     return reasons
@@ -122,10 +130,11 @@ def static_reasons(
 def capacity_reason(workload: PendingWorkload, pool: PoolView, fit: NodeFit) -> str | None:
     """Why a feasible pool cannot take the whole gang now, or None when it can."""
     count, replicas = workload.spec.accelerator.count, workload.spec.replicas
-    room = fit.room(count)
+    unlocked = pool.unlocked(workload.tolerations) if pool.gated else frozenset()
+    room = fit.room_with(count, unlocked)
     if room >= replicas:
         return None
-    largest = fit.largest()
+    largest = fit.largest_with(unlocked)
     if largest < count:
         return f"no node has {count} free {pool.resource} (largest free: {largest})"
     return f"room for {room} of {replicas} pods of {count} {pool.resource} now"

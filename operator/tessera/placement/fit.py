@@ -4,7 +4,7 @@ Pure functions and a small mutable index used within one plan; imports nothing f
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 
 class NodeFit:
@@ -13,11 +13,16 @@ class NodeFit:
     Each pod goes to the node with the fewest free devices that still holds it (ties by node
     name), so gangs pack onto few nodes and large holes stay open for large pods."""
 
-    __slots__ = ("_rooms", "free", "levels", "version")
+    __slots__ = ("_rooms", "free", "gated", "levels", "version")
 
-    def __init__(self, nodes: Iterable[tuple[str, int]]) -> None:
+    def __init__(
+        self, nodes: Iterable[tuple[str, int]], gated: Iterable[tuple[str, int]] = ()
+    ) -> None:
         self.free: dict[str, int] = {}
         self.levels: dict[int, list[str]] = {}
+        # Free devices of the nodes only some workloads may use (tainted: PoolView.unlocked),
+        # outside the index: the `_with` methods add those a workload names.
+        self.gated: dict[str, int] = dict(gated)
         self.version = 0
         self._rooms: dict[int, int] = {}  # pods of a size that fit, until the next change
         for name, free in sorted(nodes):
@@ -31,9 +36,51 @@ class NodeFit:
         other = NodeFit.__new__(NodeFit)
         other.free = dict(self.free)
         other.levels = {level: list(names) for level, names in self.levels.items()}
+        other.gated = dict(self.gated)
         other.version = 0
         other._rooms = dict(self._rooms)
         return other
+
+    def room_with(self, count: int, extra: Collection[str]) -> int:
+        """How many pods of `count` devices fit now on the ready nodes and the `extra` gated
+        ones."""
+        room = self.room(count)
+        return room + sum(self.gated.get(n, 0) // count for n in extra) if extra else room
+
+    def fits_with(self, count: int, replicas: int, extra: Collection[str]) -> bool:
+        if not extra:
+            return self.fits(count, replicas)
+        return self.room_with(count, extra) >= replicas
+
+    def largest_with(self, extra: Collection[str]) -> int:
+        if not extra:
+            return self.largest()
+        return max([self.largest(), *(self.gated.get(n, 0) for n in extra)])
+
+    def take_with(self, count: int, replicas: int, extra: Collection[str]) -> list[str] | None:
+        """As `take`, over the ready nodes and the `extra` gated ones (best fit across both)."""
+        if not extra:
+            return self.take(count, replicas)
+        if not self.fits_with(count, replicas, extra):
+            return None
+        placed: list[str] = []
+        for _ in range(replicas):
+            level = min((f for f in self.levels if f >= count), default=None)
+            best = (level, self.levels[level][0], False) if level is not None else None
+            for name in sorted(extra):
+                free = self.gated.get(name, 0)
+                if free >= count and (best is None or (free, name) < best[:2]):
+                    best = (free, name, True)
+            assert best is not None and best[0] is not None, "fits_with said the gang fits"
+            free, name, gated = best
+            if gated:
+                self.gated[name] = free - count
+            else:
+                self._move(name, free, free - count)
+            placed.append(name)
+        self.version += 1
+        self._rooms.clear()
+        return placed
 
     def room(self, count: int) -> int:
         """How many pods of `count` devices fit now."""

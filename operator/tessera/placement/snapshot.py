@@ -4,10 +4,10 @@ Pure data (frozen pydantic); imports tessera.api and tessera.catalog, never kopf
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import Field
 
@@ -15,6 +15,34 @@ from tessera import api
 from tessera.catalog import Accelerator, resolve_accelerator
 
 NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+class Taint(NamedTuple):
+    """A node's NoSchedule or NoExecute taint."""
+
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        value = f"={self.value}" if self.value else ""
+        return f"{self.key}{value}:{self.effect}"
+
+
+def tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Taint) -> bool:
+    """Whether one of the tolerations (core/v1 dicts) tolerates the taint, as the scheduler
+    decides it: an empty key with Exists tolerates everything; an empty effect every effect."""
+    for tol in tolerations:
+        effect = tol.get("effect") or ""
+        if effect and effect != taint.effect:
+            continue
+        key = tol.get("key") or ""
+        if tol.get("operator", "Equal") == "Exists":
+            if not key or key == taint.key:
+                return True
+        elif key == taint.key and (tol.get("value") or "") == taint.value:
+            return True
+    return False
 
 
 class Release(api.Model):
@@ -25,7 +53,8 @@ class Release(api.Model):
 
 
 class NodeState(api.Model):
-    """One node of a pool: its labels, readiness and devices of the pool's resource.
+    """One node of a pool: its labels, whether it takes the pool's pods (ready), and devices of
+    the pool's resource.
     0 <= free <= allocatable is its builder's to keep: the World builds NodeStates without
     validation (model_construct), once per node per cycle, and the World's tests check it."""
 
@@ -36,6 +65,11 @@ class NodeState(api.Model):
     free: int = Field(ge=0, description="Allocatable minus devices requested by its pods.")
     releases: tuple[Release, ...] = Field(
         (), description="When devices in use are expected back (from estimated durations)."
+    )
+    taints: tuple[Taint, ...] = Field(
+        (),
+        description="Set on a node that is not ready only because of these taints (the pool's "
+        "tolerations do not tolerate them): a workload whose own tolerations do may use it.",
     )
 
 
@@ -56,6 +90,11 @@ class PoolState(api.Model):
     resolution: Literal["resolved", "unknown", "conflict"] = Field(
         "resolved", description="How resolving the accelerator went (catalog.Resolution)."
     )
+    gated: frozenset[str] = Field(
+        frozenset(),
+        description="The nodes with taints (NodeState.taints), named so that a plan finds "
+        "them without a pass over every node: most pools have none.",
+    )
 
 
 class PendingWorkload(api.Model):
@@ -65,13 +104,21 @@ class PendingWorkload(api.Model):
     name: str
     spec: api.WorkloadSpec
     created_at: datetime
-    excluded_pools: tuple[str, ...] = Field(
-        (), description="Pools withdrawn from after a fallback; never tried again."
+    excluded_pools: dict[str, str] = Field(
+        default_factory=dict,
+        description="Pools not to try now, with why (withdrawn from after a fallback, and "
+        "neither changed nor backed off since: tessera.world.exclusions).",
     )
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def tolerations(self) -> Sequence[Mapping[str, Any]]:
+        """The pod template's own tolerations (the pool's are added to every pod)."""
+        spec = self.spec.template.get("spec")
+        return (spec.get("tolerations") if spec else None) or ()
 
 
 class Snapshot(api.Model):
@@ -111,6 +158,7 @@ def pool_state(name: str, spec: api.AcceleratorPoolSpec, nodes: Iterable[NodeSta
         spec=spec,
         accelerator=resolution.accelerator,
         nodes=nodes,
+        gated=frozenset(n.name for n in nodes if not n.ready and n.taints),
         software=software,
         problems=resolution.problems,
         resolution=resolution.status,
@@ -146,12 +194,16 @@ class PoolView:
     problems: tuple[str, ...]
     ready_allocatable: tuple[int, ...]
     devices: int
+    # Nodes not ready only for taints the pool does not tolerate: their taints and devices.
+    gated: Mapping[str, tuple[Taint, ...]] = field(default_factory=dict)
+    gated_allocatable: Mapping[str, int] = field(default_factory=dict)
     _pods: dict[int, int] = field(default_factory=dict)
 
     @staticmethod
     def of(pool: PoolState) -> PoolView:
         acc = pool.accelerator
         ready = tuple(sorted((n.allocatable for n in pool.nodes if n.ready), reverse=True))
+        gated = [n for n in pool.nodes if n.name in pool.gated] if pool.gated else []
         return PoolView(
             name=pool.name,
             model=acc.model,
@@ -172,6 +224,18 @@ class PoolView:
             problems=pool.problems,
             ready_allocatable=ready,
             devices=sum(ready),
+            gated={n.name: n.taints for n in gated},
+            gated_allocatable={n.name: n.allocatable for n in gated},
+        )
+
+    def unlocked(self, tolerations: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+        """The gated nodes a workload with these (template) tolerations may use: every taint
+        the pool leaves untolerated is tolerated by them. Callers check `gated` first: most
+        pools have no such node, and reading a workload's tolerations is the dearer part."""
+        if not self.gated or not tolerations:
+            return frozenset()
+        return frozenset(
+            n for n, taints in self.gated.items() if all(tolerates(tolerations, t) for t in taints)
         )
 
     def pods_capacity(self, count: int) -> int:

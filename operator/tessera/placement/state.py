@@ -3,6 +3,7 @@ each pool's free devices and releases as the cycle places. Pure; no clocks or I/
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tessera import api
@@ -29,6 +30,7 @@ class Scan:
     ranked: list[Ranked]  # the order looked at
     pools: dict[str, PoolWork]
     shape: tuple[int, int]  # devices per pod, replicas
+    unlocked: Mapping[str, frozenset[str]]  # Static.unlocked
     known: dict[int, bool] = field(default_factory=dict)  # by index into ranked: fits now
     rows: tuple[Row, ...] | None = None  # the explanation, less any decision's notes
 
@@ -37,8 +39,9 @@ class Scan:
         known = self.known.get(i)
         if known is None:
             count, replicas = self.shape
-            pool = self.pools[self.ranked[i].scored.pool.name]
-            known = self.known[i] = pool.fit.fits(count, replicas)
+            name = self.ranked[i].scored.pool.name
+            extra = self.unlocked.get(name, ())
+            known = self.known[i] = self.pools[name].fit.fits_with(count, replicas, extra)
         return known
 
 
@@ -70,6 +73,8 @@ class Static:
     best_throughput: float
     shape: tuple[int, int]  # replicas, devices per pod
     cost_only: bool = False  # the objective weighs cost alone: bounded by completion time
+    # per pool, the tainted nodes this kind's own tolerations let it use (PoolView.unlocked)
+    unlocked: dict[str, frozenset[str]] = field(default_factory=dict)
     count: int = 0  # workloads of this kind the first pass placed
     quota: dict[str, int] = field(default_factory=dict)  # the auction's share per pool
     ranked: dict[bool, list[Ranked]] = field(default_factory=dict)  # by: contention priced

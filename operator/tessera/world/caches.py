@@ -104,11 +104,12 @@ class WorldCache:
     only for pools and nodes whose facts changed. Tuples compare by identity first, and the
     caches keep an unchanged node's facts object, so a steady fleet costs a few lookups."""
 
-    pools_key: tuple[tuple[str, Mapping[str, Any]], ...] = ()  # (name, spec) of each pool
+    pools_key: tuple[tuple[str, Mapping[str, Any], Any], ...] = ()  # (name, spec, created)
     owners: dict[str, tuple[NodeFacts, list[str]]] = field(default_factory=dict)
-    base: dict[str, tuple[Mapping[str, Any], tuple[NodeFacts, ...], PoolState]] = field(
-        default_factory=dict
-    )
+    # Per node: the pool that counts it, kept across changes of the pools: of two pools that
+    # select a node, the one that counted it first keeps it (World._membership).
+    claims: dict[str, str] = field(default_factory=dict)
+    base: dict[str, tuple[Any, tuple[NodeFacts, ...], PoolState]] = field(default_factory=dict)
     # Per workload: its status's placement, parsed once per status.
     placed: dict[str, tuple[ObjectFacts, Placed | None]] = field(default_factory=dict)
     # The pods by workload and the devices bound pods use by node, kept up to date from the
@@ -128,9 +129,15 @@ class WorldCache:
     # dozen nodes; building all 5,000 NodeStates each cycle was 14 % of the operator's CPU
     # in a large singles burst (py-spy). Emptied when placement has nothing to do
     # (`forget_node_states`): 5,000 NodeStates hold about 2 MB.
-    states: dict[str, tuple[NodeFacts, int, int, tuple[Release, ...], NodeState]] = field(
+    states: dict[str, tuple[NodeFacts, int, int, tuple[Release, ...], Any, NodeState]] = field(
         default_factory=dict
     )
+    # Each pool's nodes that take no new pods (and those only tainted), with the membership
+    # they were computed over.
+    unfit: tuple[Any, dict[str, dict[str, str]], dict[str, dict[str, Any]]] | None = None
+    # The nodes there are, and those that take no new pods: one object while neither
+    # changes (World.nodes_epoch).
+    nodes_epoch: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
 
     def forget_node_states(self) -> None:
         self.states = {}

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tessera import api
+from tessera.placement.snapshot import Taint, tolerates
 
 TERMINAL = ("Succeeded", "Failed")
 
@@ -105,13 +106,39 @@ class NodeLabels(Mapping[str, str]):
         return f"NodeLabels({dict(self.items())!r})"
 
 
+# Taint effects that keep a pod off a node unless it tolerates them (PreferNoSchedule only
+# steers the scheduler: such a node still takes pods).
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
 @dataclass(frozen=True, slots=True)
 class NodeFacts:
     name: str
     labels: Mapping[str, str]  # never changed once built: NodeStates share it
-    ready: bool
+    ready: bool  # the Ready condition is True
     capacity: Mapping[str, int]
     allocatable: Mapping[str, int]
+    cordoned: bool = False  # spec.unschedulable
+    taints: tuple[Taint, ...] = ()  # the NoSchedule and NoExecute ones only
+
+
+def untolerated(node: NodeFacts, tolerations: Iterable[Mapping[str, Any]]) -> tuple[Taint, ...]:
+    """The node's NoSchedule and NoExecute taints none of the tolerations tolerates."""
+    tolerations = list(tolerations)
+    return tuple(t for t in node.taints if not tolerates(tolerations, t))
+
+
+def unfit_reason(node: NodeFacts, tolerations: Iterable[Mapping[str, Any]] = ()) -> str | None:
+    """Why pods placed with these tolerations cannot go to the node (None: they can): not
+    Ready, cordoned, or tainted with a NoSchedule or NoExecute taint none of them tolerates."""
+    if not node.ready:
+        return "NotReady"
+    if node.cordoned:
+        return "Cordoned"
+    taints = untolerated(node, tolerations)
+    if taints:
+        return "Tainted " + ", ".join(str(t) for t in taints)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +187,7 @@ class ObjectFacts:
     spec: Mapping[str, Any]
     status: Mapping[str, Any]  # without `candidates`: see `candidates`
     candidates: int = 0  # fingerprint() of status.candidates
+    finalizers: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -173,15 +201,49 @@ class ObjectFacts:
         return {"metadata": meta}
 
 
+class NamespaceLabels(dict[str, str]):
+    """A namespace's labels (what placement's namespace selectors read), and whether the
+    namespace is being deleted: its workloads get no new placements or pods then (the API
+    server refuses them, and what was placed would hold devices until it is gone)."""
+
+    terminating: bool = False
+
+    def __eq__(self, other: object) -> bool:
+        """Labels and deletion both: the caches keep old facts that compare equal to new
+        ones, and a namespace turning Terminating changes no label."""
+        same = getattr(other, "terminating", False) == self.terminating
+        return same and dict.__eq__(self, other) is True
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # a mapping: compared, never hashed
+
+
+def namespace_facts(body: Mapping[str, Any]) -> NamespaceLabels:
+    meta = body.get("metadata", {})
+    labels = NamespaceLabels(meta.get("labels") or {})
+    phase = (body.get("status") or {}).get("phase")
+    labels.terminating = bool(meta.get("deletionTimestamp")) or phase == "Terminating"
+    return labels
+
+
 def node_facts(body: Mapping[str, Any]) -> NodeFacts:
     meta, spec, status = body.get("metadata", {}), body.get("spec", {}), body.get("status", {})
     conds = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    taints = tuple(
+        Taint(intern(t.get("key", "")), t.get("value") or "", t["effect"])
+        for t in spec.get("taints") or []
+        if t.get("effect") in BLOCKING_EFFECTS
+    )
     return NodeFacts(
         name=intern(meta["name"]),  # the same string as its hostname label's
         labels=NodeLabels(meta.get("labels") or {}),
-        ready=conds.get("Ready") == "True" and not spec.get("unschedulable", False),
+        ready=conds.get("Ready") == "True",
         capacity=_extended(status.get("capacity")),
         allocatable=_extended(status.get("allocatable")),
+        cordoned=bool(spec.get("unschedulable", False)),
+        taints=taints,
     )
 
 
@@ -280,6 +342,7 @@ def object_facts(body: Mapping[str, Any]) -> ObjectFacts:
         spec=_shared(body.get("spec") or {}),
         status=status,
         candidates=candidates,
+        finalizers=tuple(meta.get("finalizers") or ()),
     )
 
 

@@ -3,16 +3,19 @@ each pool, devices in use, promised and coming back, the placement snapshot). Pu
 
 from __future__ import annotations
 
+import functools
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import InitVar, dataclass, field
+from typing import Any
 
 from pydantic import ValidationError
 
 from tessera import api, placement
 from tessera.catalog import Accelerator
-from tessera.placement.snapshot import NodeState, PoolState, Release
+from tessera.placement.snapshot import NodeState, PoolState, Release, Taint
 from tessera.world.caches import PodIndex, WorkloadIndex, WorldCache, add_devices, by_id, changed
+from tessera.world.exclusions import in_force
 from tessera.world.facts import (
     TERMINAL,
     NodeFacts,
@@ -20,6 +23,8 @@ from tessera.world.facts import (
     Placed,
     PodFacts,
     placed_of,
+    unfit_reason,
+    untolerated,
     validation_message,
 )
 
@@ -28,15 +33,24 @@ from tessera.world.facts import (
 _NODE_FIELDS = frozenset(NodeState.model_fields)
 
 
-def _node_state(facts: NodeFacts, have: int, free: int, releases: tuple[Release, ...]) -> NodeState:
-    """A node as placement sees it, built without validation from facts already checked
-    (0 <= free <= have): every cycle builds one per node, and validation would copy each
-    node's labels, which are shared here instead (the largest part of a node's facts)."""
+def _node_state(
+    facts: NodeFacts,
+    have: int,
+    free: int,
+    releases: tuple[Release, ...],
+    fit: bool,
+    taints: tuple[Taint, ...] = (),
+) -> NodeState:
+    """A node as placement sees it (`fit`: it takes new pods of the pool), built without
+    validation from facts already checked (0 <= free <= have): every cycle builds one per
+    node, and validation would copy each node's labels, which are shared here instead (the
+    largest part of a node's facts)."""
     return NodeState.model_construct(
         _NODE_FIELDS,  # type: ignore[arg-type]  # read-only: nothing assigns to a NodeState
         name=facts.name,
         labels=facts.labels,
-        ready=facts.ready,
+        ready=fit,
+        taints=taints,
         allocatable=have,
         free=free,
         releases=releases,
@@ -54,6 +68,11 @@ def _free(
     have = node.allocatable.get(resource, 0)
     taken = used.get(node.name, {}).get(resource, 0) + reserved.get(node.name, {}).get(resource, 0)
     return max(0, have - taken)
+
+
+def pool_tolerations(spec: api.AcceleratorPoolSpec) -> list[dict[str, Any]]:
+    """A pool's tolerations as core/v1 dicts (as copied onto its pods)."""
+    return [t.model_dump(by_alias=True, exclude_none=True) for t in spec.tolerations]
 
 
 def devices_per_replica(facts: ObjectFacts | None) -> int:
@@ -75,8 +94,9 @@ def _promised(
 
 @dataclass
 class PoolLayout:
-    """The pools of one moment: each spec parsed (or why it is not), the nodes each selects
-    (a node two pools select counts for the first by name, and both report the overlap),
+    """The pools of one moment: each spec parsed (or why it is not; a pool being deleted is
+    draining), the nodes each selects (a node two pools select counts for one: World.
+    _membership; the other reports the overlap), the nodes that take no new pods,
     the accelerator each resolves to (without nodes), and which were resolved anew."""
 
     specs: dict[str, api.AcceleratorPoolSpec] = field(default_factory=dict)
@@ -85,6 +105,12 @@ class PoolLayout:
     overlaps: dict[str, dict[str, str]] = field(default_factory=dict)
     base: dict[str, PoolState] = field(default_factory=dict)
     rebuilt: set[str] = field(default_factory=set)  # spec or nodes changed since the cache
+    # Per pool, its nodes that take no new pods, with why (facts.unfit_reason): placement
+    # leaves them out, and their devices are not available.
+    unfit: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Of those, the ones unfit only because of taints the pool does not tolerate, with the
+    # taints: a workload whose template tolerates them may still use them (placement).
+    gated: dict[str, dict[str, tuple[Taint, ...]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -115,10 +141,17 @@ class World:
         self.layout = layout = PoolLayout()
         for name, facts in sorted(self.pools.items()):
             try:
-                layout.specs[name] = api.AcceleratorPoolSpec.model_validate(facts.spec)
+                spec = api.AcceleratorPoolSpec.model_validate(facts.spec)
             except ValidationError as err:
                 layout.errors[name] = validation_message(err)
+                continue
+            # A pool being deleted drains: nothing new lands there, services move away and
+            # batch work runs to its end; its finalizer then lets it go (controller.pools).
+            if facts.deleting:
+                spec = spec.model_copy(update={"draining": True})
+            layout.specs[name] = spec
         layout.members, layout.overlaps = self._membership()
+        layout.unfit, layout.gated = self._unfit()
         try:
             pods_changed = self.cache.index.update(pods)
         except Exception:
@@ -150,12 +183,12 @@ class World:
         """Accelerator resolution (catalog + labels + spec), redone only when the pool's spec
         or one of its nodes changed since the cached World (not its status: the device counts
         Tessera writes there every few seconds in a burst made every World resolve again)."""
-        spec_of = self.pools[name].spec
+        spec_of = (self.pools[name].spec, spec.draining)
         facts = tuple(self.nodes[n] for n in self.layout.members[name])
         cached = self.cache.base.get(name)
         if cached is not None and cached[0] == spec_of and cached[1] == facts:
             return cached[2]
-        state = placement.pool_state(name, spec, [_node_state(f, 0, 0, ()) for f in facts])
+        state = placement.pool_state(name, spec, [_node_state(f, 0, 0, (), True) for f in facts])
         # Kept without its nodes: pool_state() adds them, with their free devices, when asked
         # (5,000 idle NodeStates held between cycles were 2 MB at that scale).
         state = state.model_copy(update={"nodes": ()})
@@ -195,7 +228,7 @@ class World:
         pods = self.pods_by_workload.get(facts.key)
         if not pods:
             return []
-        excluded = {e.get("pool") for e in facts.status.get("excludedPools") or []}
+        excluded = in_force(facts.status.get("excludedPools") or ())
         return [p for p in pods if p.owner_uid == facts.uid and p.pool not in excluded]
 
     def _placed_by_pods(self, facts: ObjectFacts) -> Placed | None:
@@ -228,12 +261,16 @@ class World:
         ]
 
     def _membership(self) -> tuple[dict[str, list[str]], dict[str, dict[str, str]]]:
-        """Nodes of each pool. A node two pools select counts for the first by name only,
-        and both pools report the overlap: devices are never counted twice."""
+        """Nodes of each pool. A node two pools select stays with the pool that counted it
+        first (this process remembers: WorldCache.claims), else goes to the older pool (then
+        by name); the other pool reports the overlap. Devices are never counted twice, and a
+        pool created (or deleted) beside another never takes a node with pods on it."""
         members: dict[str, list[str]] = {name: [] for name in self.pool_specs}
         overlaps: dict[str, dict[str, str]] = {name: {} for name in self.pool_specs}
         # Membership follows the pools' specs (their selectors), never their status.
-        pools_key = tuple((name, facts.spec) for name, facts in sorted(self.pools.items()))
+        pools_key = tuple(
+            (name, facts.spec, facts.created) for name, facts in sorted(self.pools.items())
+        )
         if self.cache.pools_key != pools_key:
             self.cache.pools_key, self.cache.owners, self.cache.base = pools_key, {}, {}
         nodes = by_id(self.nodes)
@@ -242,12 +279,15 @@ class World:
             return same[1], same[2]  # the same pools over the same nodes (objects)
         cached = self.cache.owners
         self.cache.owners = {}
+        # Older pools first: without a remembered claim, the oldest selector keeps a node.
+        by_age = sorted(self.pool_specs, key=lambda name: (self.pools[name].created, name))
         # The selectors read a few label keys; nodes alike in those have the same owners, so
         # each pool's selector runs once per kind of node, not once per node (a cold start
         # over 5,000 nodes spent 0.4 s of its first cycle, under cProfile, matching 20 selectors
         # on each).
         read = sorted({k for s in self.pool_specs.values() for k in s.node_selector.label_keys()})
         by_labels: dict[tuple[str | None, ...], list[str]] = {}
+        claims = self.cache.claims
         for node in sorted(self.nodes.values(), key=lambda n: n.name):
             hit = cached.get(node.name)
             if hit is not None and hit[0] == node:
@@ -257,19 +297,74 @@ class World:
                 if alike not in by_labels:
                     by_labels[alike] = [
                         name
-                        for name, spec in self.pool_specs.items()
-                        if not spec.node_selector.is_empty()
+                        for name in by_age
+                        if not (spec := self.pool_specs[name]).node_selector.is_empty()
                         and spec.node_selector.matches(node.labels)
                     ]
                 owners = by_labels[alike]
+                claim = claims.get(node.name)
+                if claim in owners and owners[0] != claim:
+                    owners = [claim, *(o for o in owners if o != claim)]
             self.cache.owners[node.name] = (node, owners)
             if owners:
                 members[owners[0]].append(node.name)
+                claims[node.name] = owners[0]
+            else:
+                claims.pop(node.name, None)
             for other in owners[1:]:
                 overlaps[other][node.name] = owners[0]
-                overlaps[owners[0]][node.name] = other
+        for name in claims.keys() - self.nodes.keys():
+            del claims[name]
         self.cache.membership = (nodes, (self.cache.pools_key, members, overlaps))
         return members, overlaps
+
+    def _unfit(self) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, tuple[Taint, ...]]]]:
+        """Each pool's nodes that take no new pods, with why, and those of them unfit only
+        for taints, with the taints (kept with the membership: recomputed only when a node
+        or a pool changed)."""
+        known = self.cache.unfit
+        if known is not None and known[0] is self.cache.membership[1]:
+            self.nodes_epoch = self.cache.nodes_epoch
+            return known[1], known[2]
+        unfit: dict[str, dict[str, str]] = {}
+        gated: dict[str, dict[str, tuple[Taint, ...]]] = {}
+        for name, nodes in self.layout.members.items():
+            tolerations = pool_tolerations(self.pool_specs[name])
+            reasons = {n: why for n in nodes if (why := unfit_reason(self.nodes[n], tolerations))}
+            unfit[name] = reasons
+            gated[name] = {
+                n: untolerated(self.nodes[n], tolerations)
+                for n in reasons
+                if reasons[n].startswith("Tainted")
+            }
+        self.cache.unfit = (self.cache.membership[1], unfit, gated)
+        epoch = (frozenset(self.nodes), frozenset(n for d in unfit.values() for n in d))
+        if epoch != self.cache.nodes_epoch:
+            self.cache.nodes_epoch = epoch  # else the same object: compared by identity
+        self.nodes_epoch = self.cache.nodes_epoch
+        return unfit, gated
+
+    def capacity(self, pool: str) -> tuple[int, int]:
+        """A pool's nodes that take new pods, and the devices free on them now."""
+        resource = self.resource_of(pool)
+        unfit = self.layout.unfit.get(pool, {})
+        usable = [n for n in self.layout.members.get(pool, []) if n not in unfit]
+        return len(usable), sum(self.free(n, resource) for n in usable)
+
+    def seen(self, pool: str, returning: int = 0) -> tuple[int, int, int] | None:
+        """A pool as an exclusion records it (tessera.world.exclusions): its generation, its
+        nodes that take new pods and the devices free on them, `returning` more (those of
+        the pods being withdrawn); None when the pool is gone or its spec does not parse."""
+        if pool not in self.pool_specs:
+            return None
+        nodes, available = self.capacity(pool)
+        return self.pools[pool].generation, nodes, available + returning
+
+    @functools.cached_property
+    def terminating(self) -> set[str]:
+        """Namespaces being deleted: their workloads get no new placements or pods (read by
+        every visit: computed once per World)."""
+        return {name for name, ns in self.namespaces.items() if getattr(ns, "terminating", False)}
 
     def accelerator(self, pool: str) -> Accelerator:
         """A pool's accelerator, resolved from the catalog, its nodes' labels and its spec."""
@@ -351,19 +446,31 @@ class World:
         cache = self.cache.states
         nodes, used, reserved = self.nodes, self.devices.used, self.devices.reserved
         releases_by_node = self.devices.releases
+        unfit, gated = self.layout.unfit.get(pool, {}), self.layout.gated.get(pool, {})
         for name in self.layout.members.get(pool, []):
             node = nodes[name]
             have = node.allocatable.get(resource, 0)
             free = min(have, _free(node, resource, used, reserved))
             releases = tuple(releases_by_node.get(name, ()))
+            # True, or the taints that alone keep it out (possibly none: NotReady, cordoned)
+            fit = True if not unfit or name not in unfit else gated.get(name, ())
             hit = cache.get(name)
-            if hit is not None and hit[0] is node and hit[1:4] == (have, free, releases):
-                states.append(hit[4])
+            if (
+                hit is not None
+                and hit[0] is node
+                and hit[1:4] == (have, free, releases)
+                and (hit[4] is fit or hit[4] == fit)
+            ):
+                states.append(hit[5])
                 continue
-            state = _node_state(node, have, free, releases)
-            cache[name] = (node, have, free, releases, state)
+            if isinstance(fit, tuple):
+                state = _node_state(node, have, free, releases, False, fit)
+            else:
+                state = _node_state(node, have, free, releases, True)
+            cache[name] = (node, have, free, releases, fit, state)
             states.append(state)
-        self._with_free[pool] = first.model_copy(update={"nodes": tuple(states)})
+        update = {"nodes": tuple(states), "gated": frozenset(gated)}
+        self._with_free[pool] = first.model_copy(update=update)
         return self._with_free[pool]
 
     def _releases(self, timed: Iterable[str]) -> dict[str, list[Release]]:

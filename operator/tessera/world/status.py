@@ -10,7 +10,8 @@ from typing import Any
 
 from tessera import api, placement
 from tessera.catalog import Accelerator
-from tessera.world.facts import ObjectFacts, Placed, PodFacts, placed_of
+from tessera.world.exclusions import lifted
+from tessera.world.facts import TERMINAL, ObjectFacts, Placed, PodFacts, placed_of
 from tessera.world.snapshot import World
 
 
@@ -53,6 +54,8 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
     state = world.layout.base[name]  # the resolution: the counts below need no NodeStates
     acc = state.accelerator
     nodes = [world.nodes[n] for n in world.layout.members[name]]
+    unfit = world.layout.unfit.get(name, {})
+    usable = [n for n in nodes if n.name not in unfit]
     ready = [n for n in nodes if n.ready]
     resource = acc.resource_name
     capacity = sum(n.capacity.get(resource, 0) for n in nodes)
@@ -62,7 +65,7 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
         + world.devices.reserved.get(n.name, {}).get(resource, 0)
         for n in nodes
     )
-    available = sum(world.free(n.name, resource) for n in ready)
+    available = sum(world.free(n.name, resource) for n in usable)
     conditions = []
     problems = list(state.problems)
     resolved_ok = not problems
@@ -82,15 +85,16 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
             now,
         )
     )
-    not_ready = [n.name for n in nodes if not n.ready]
+    shown = sorted(unfit.items())[:10]
     conditions.append(
         condition(
             "Degraded",
-            bool(not_ready),
-            "NodesNotReady" if not_ready else "AllNodesReady",
-            f"{len(not_ready)} of {len(nodes)} nodes not Ready: {', '.join(not_ready[:10])}"
-            if not_ready
-            else "all nodes Ready",
+            bool(unfit),
+            "NodesUnavailable" if unfit else "AllNodesAvailable",
+            f"{len(unfit)} of {len(nodes)} nodes take no new pods (their devices are not "
+            "available): " + ", ".join(f"{n} ({why})" for n, why in shown)
+            if unfit
+            else "every node takes new pods",
             gen,
             old,
             now,
@@ -102,10 +106,10 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
             "NodesOverlap",
             bool(overlap),
             "SelectorsOverlap" if overlap else "NoOverlap",
-            "nodes also selected by another pool (counted once, for the first pool by "
-            "name): " + ", ".join(f"{n} ({p})" for n, p in sorted(overlap.items())[:10])
+            "nodes this pool selects are counted for a pool that selected them first: "
+            + ", ".join(f"{n} ({p})" for n, p in sorted(overlap.items())[:10])
             if overlap
-            else "no node is selected by another pool",
+            else "no node this pool selects is counted for another pool",
             gen,
             old,
             now,
@@ -114,15 +118,24 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
     if not resolved_ok:
         ready_cond = ("AcceleratorUnresolved", "; ".join(problems))
     elif not nodes:
-        ready_cond = ("NoNodes", "the node selector matches no node")
+        ready_cond = (
+            "NoNodes",
+            "the node selector matches no node (or only nodes counted for another pool)"
+            if overlap
+            else "the node selector matches no node",
+        )
     elif not ready:
         ready_cond = ("NoReadyNodes", "no node of the pool is Ready")
+    elif not usable:
+        ready_cond = ("NoSchedulableNodes", "no node of the pool takes new pods: see Degraded")
     else:
         # No device count here: it moves with every pod, and a condition that moved would be
         # written at once, where the counts in status.devices are written every few seconds.
-        ready_cond = ("PoolReady", f"{len(ready)}/{len(nodes)} nodes Ready")
+        ready_cond = ("PoolReady", f"{len(usable)}/{len(nodes)} nodes take new pods")
     is_ready = ready_cond[0] == "PoolReady"
-    if is_ready and world.pool_specs[name].draining:
+    if facts.deleting:
+        is_ready, ready_cond = False, ("Deleting", deletion_message(world, name))
+    elif is_ready and world.pool_specs[name].draining:
         ready_cond = ("Draining", "pool is draining: no new placements")
     conditions.insert(0, condition("Ready", is_ready, ready_cond[0], ready_cond[1], gen, old, now))
     return {
@@ -131,15 +144,67 @@ def pool_status(world: World, name: str, now: datetime) -> dict[str, Any]:
         "nodes": len(nodes),
         "readyNodes": len(ready),
         "nodeNames": [n.name for n in nodes],
+        "unavailableNodes": [{"node": n, "reason": why} for n, why in sorted(unfit.items())],
         "devices": {
             "capacity": capacity,
             "allocatable": allocatable,
             "allocated": allocated,
             "available": available,
         },
-        "summary": {"nodes": f"{len(ready)}/{len(nodes)}", "devices": f"{available}/{allocatable}"},
+        "summary": {
+            "nodes": f"{len(usable)}/{len(nodes)}",
+            "devices": f"{available}/{allocatable}",
+        },
         "conditions": conditions,
     }
+
+
+def holding(world: World, pool: str) -> tuple[list[str], list[str]]:
+    """The batch workloads and the services placed on a pool that still hold it (not
+    finished, not being deleted), by key: a pool being deleted waits for them."""
+    batch: list[str] = []
+    services: list[str] = []
+    for key, _ in world.placed_on({pool}):
+        facts = world.workloads.get(key)
+        if facts is None or facts.deleting or facts.status.get("phase") in TERMINAL:
+            continue
+        template = (facts.spec.get("template") or {}).get("spec") or {}
+        service = template.get("restartPolicy", "Always") == "Always"
+        (services if service else batch).append(key)
+    return batch, services
+
+
+def deletion_message(world: World, pool: str) -> str:
+    """What a pool being deleted waits for, as its Ready condition says."""
+    batch, services = holding(world, pool)
+    waits = []
+    if batch:
+        waits.append(f"{len(batch)} batch workload(s) to finish ({', '.join(batch[:5])})")
+    if services:
+        waits.append(f"{len(services)} service(s) to move away ({', '.join(services[:5])})")
+    if not waits:
+        return "deleting: no workload holds the pool"
+    return "deleting: waits for " + " and ".join(waits)
+
+
+def migration_waiting(pool: str, why: str) -> str:
+    """A running service's message while its draining pool has nowhere to send it."""
+    return f"pool {pool} is draining; no other pool has room yet: {why}"
+
+
+def settled_message(status: Mapping[str, Any], pool: str, draining: bool) -> str | None:
+    """The placement's message again when the status still says the service waits to leave
+    a pool that drains no more (undrained, or gone): None when there is nothing to put right."""
+    message = str(status.get("message", ""))
+    if draining or not message.startswith(migration_waiting(pool, "")):
+        return None
+    placed = next((c for c in status.get("conditions") or [] if c.get("type") == "Placed"), None)
+    return str(placed.get("message", "")) if placed else f"placed on {pool}"
+
+
+def lost_message(lost: Mapping[int, str]) -> str:
+    """`replica 1 lost: node n-3 was deleted`, for each replica lost with its node."""
+    return "; ".join(f"replica {r} lost: {why}" for r, why in sorted(lost.items()))
 
 
 def lifecycle_status(
@@ -152,11 +217,13 @@ def lifecycle_status(
     created: int,
     now: datetime,
     refused: str | None = None,
+    lost: Mapping[int, str] | None = None,
 ) -> dict[str, Any]:
     """Phase, replica counts and conditions of a placed workload, from its pods: `current` on
     its pool (by replica), `old` still running elsewhere (a migration), `created` this cycle,
     `refused` what the API server said when it last refused one of its pods (a quota, an
-    admission policy): while a replica is missing, that is the message and Ready's reason."""
+    admission policy): while a replica is missing, that is the message and Ready's reason;
+    `lost` the replicas lost with their node (replica -> why): the same, before a refusal."""
     want = spec.replicas
     old = list(old)
     live = [p for p in current.values() if not p.deleting]
@@ -169,8 +236,11 @@ def lifecycle_status(
     previous = status.get("conditions") or []
     kept = [c for c in previous if c.get("type") not in ("Ready", "Complete", "Failed")]
     message = str(status.get("message", ""))
-    if any(c.get("type") == "Ready" and c.get("reason") == "PodsRefused" for c in previous):
-        # The refusal is over: the message is the placement's again.
+    if any(
+        c.get("type") == "Ready" and c.get("reason") in ("PodsRefused", "ReplicasLost")
+        for c in previous
+    ):
+        # The refusal (or the loss) is over: the message is the placement's again.
         message = next((c["message"] for c in previous if c.get("type") == "Placed"), message)
     batch = not spec.is_service
 
@@ -191,7 +261,10 @@ def lifecycle_status(
         ]
     elif batch and was == api.Phase.RUNNING.value and len(live) + created < want:
         phase, message = api.Phase.FAILED, f"{want - len(live)} pods vanished before completing"
-        new = [cond("Failed", True, "PodLost", message), cond("Ready", False, "PodLost", message)]
+        reason = "PodLost"
+        if lost:
+            message, reason = f"{lost_message(lost)}: the gang cannot complete", "NodeLost"
+        new = [cond("Failed", True, reason, message), cond("Ready", False, reason, message)]
     elif ready >= want:
         phase = api.Phase.RUNNING
         new = [cond("Ready", True, "AllReplicasReady", f"{want}/{want} replicas ready on {pool}")]
@@ -202,7 +275,10 @@ def lifecycle_status(
         # then still creates whatever is missing).
         started = len(live) >= want and all(p.phase == "Running" for p in live)
         phase = api.Phase.RUNNING if healing or started else api.Phase.PLACED
-        if refused and len(live) + created < want:
+        if lost:
+            message = f"{lost_message(lost)}; placing again on {pool} once it has room"
+            new = [cond("Ready", False, "ReplicasLost", message)]
+        elif refused and len(live) + created < want:
             message = refused
             new = [cond("Ready", False, "PodsRefused", refused)]
         else:
@@ -234,7 +310,11 @@ def placement_status(
     finish = None
     if runtime is not None and math.isfinite(runtime):
         finish = iso(now + timedelta(seconds=runtime))
-    return {
+    status: dict[str, Any] = {}
+    excluded = facts.status.get("excludedPools") or []
+    if any(e.get("pool") == decision.pool and e.get("retryAt") for e in excluded):
+        status["excludedPools"] = lifted(excluded, decision.pool or "")
+    return status | {
         "phase": api.Phase.PLACED.value,
         "pool": decision.pool,
         "accelerator": decision.accelerator,
@@ -300,15 +380,20 @@ def waiting_status(
     return status, reason
 
 
-def withdrawn_status(facts: ObjectFacts, pool: str, why: str, now: datetime) -> dict[str, Any]:
-    """A gang withdrawn from its pool: Pending again, the pool excluded, the reason said."""
-    excluded = list(facts.status.get("excludedPools") or [])
-    if pool not in {e.get("pool") for e in excluded}:
-        excluded.append({"pool": pool, "reason": why[:1000]})
+def withdrawn_status(
+    facts: ObjectFacts,
+    pool: str,
+    why: str,
+    now: datetime,
+    excluded: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A gang withdrawn from its pool: Pending again, the reason said, and `excluded` its
+    excludedPools from now on (tessera.world.exclusions; None: as they were, for a pool
+    that is not to blame: deleted, or a node lost)."""
     conds = facts.status.get("conditions") or []
     gen = facts.generation
     message = f"withdrawn from {pool}: {why}"
-    return {
+    status: dict[str, Any] = {
         "phase": api.Phase.PENDING.value,
         "pool": None,
         "accelerator": None,
@@ -317,7 +402,6 @@ def withdrawn_status(facts: ObjectFacts, pool: str, why: str, now: datetime) -> 
         "assignments": [],
         "placedAt": None,
         "expectedFinish": None,
-        "excludedPools": excluded,
         "message": message,
         "observedGeneration": gen,
         "conditions": [
@@ -325,6 +409,9 @@ def withdrawn_status(facts: ObjectFacts, pool: str, why: str, now: datetime) -> 
             condition("Ready", False, "NotPlaced", message, gen, conds, now),
         ],
     }
+    if excluded is not None:
+        status["excludedPools"] = excluded
+    return status
 
 
 def invalid_spec_status(facts: ObjectFacts, message: str, now: datetime) -> dict[str, Any]:
