@@ -8,9 +8,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -230,17 +232,11 @@ def namespace(cluster: Any, prefix: str = "e2e") -> Iterator[Kubectl]:
 RESOURCE = "example.com/burst"
 
 
-def make_pool(
-    k: Kubectl, name: str, nodes: int, devices: int, preference: int = 0, draining: bool = False
-) -> None:
-    """`nodes` kwok nodes with `devices` each of a test-only resource, and a pool over them."""
-    group = {
-        "name": name,
-        "count": nodes,
-        "labels": {"example.com/test-pool": name},
-        "capacity": {RESOURCE: str(devices), "cpu": "64", "memory": "256Gi", "pods": "110"},
-    }
-    pool = {
+def pool_manifest(
+    name: str, selector: dict[str, Any], preference: int = 0, draining: bool = False
+) -> dict[str, Any]:
+    """An AcceleratorPool of the test-only accelerator over whatever `selector` selects."""
+    return {
         "apiVersion": "tessera.dev/v1alpha1",
         "kind": "AcceleratorPool",
         "metadata": {"name": name},
@@ -252,12 +248,20 @@ def make_pool(
                 "memoryGiB": 64,
                 "peakTFLOPS": {"bf16": 500},
             },
-            "nodeSelector": {"matchLabels": {"example.com/test-pool": name}},
+            "nodeSelector": selector,
             "preference": preference,
             "draining": draining,
         },
     }
-    k.apply(*_fleet().node_manifests([group]), pool)
+
+
+def make_pool(
+    k: Kubectl, name: str, nodes: int, devices: int, preference: int = 0, draining: bool = False
+) -> None:
+    """`nodes` kwok nodes with `devices` each of a test-only resource, and a pool over them."""
+    selector = {"matchLabels": {"example.com/test-pool": name}}
+    pool = pool_manifest(name, selector, preference, draining)
+    k.apply(*pool_nodes(name, nodes, devices), pool)
 
 
 def drop_pool(k: Kubectl, name: str, nodes: int) -> None:
@@ -273,3 +277,71 @@ def _fleet() -> Any:
     import fleet
 
     return fleet
+
+
+def pool_nodes(name: str, nodes: int, devices: int) -> list[dict[str, Any]]:
+    """The Node manifests `make_pool(k, name, nodes, devices)` applies (the same group), so a
+    test that deletes one of the pool's nodes can put the very same node back."""
+    group = {
+        "name": name,
+        "count": nodes,
+        "labels": {"example.com/test-pool": name},
+        "capacity": {RESOURCE: str(devices), "cpu": "64", "memory": "256Gi", "pods": "110"},
+    }
+    manifests: list[dict[str, Any]] = _fleet().node_manifests([group])
+    return manifests
+
+
+def clear_workloads(k: Kubectl, timeout: float = 90) -> None:
+    """Deletes every Workload of the namespace and waits until their pods are gone. Done
+    before a test drops its nodes: a pod left on a deleted node lingers in Terminating until
+    podgc's quarantine (40 s and more) is over, and holds up the namespace's deletion."""
+    k("delete", "awl", "--all", "-n", k.ns, "--wait=false")
+    wait_for("the namespace's pods gone", lambda: not k.pods(), timeout, every=1)
+
+
+class CapacityWatch:
+    """Samples every Tessera pod in the background: devices promised per node (bound, or
+    pinned by affinity) must never exceed the node's allocatable."""
+
+    def __init__(self, k: Kubectl, allocatable: int) -> None:
+        self.k, self.allocatable = k, allocatable
+        self.worst: dict[str, int] = defaultdict(int)
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CapacityWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            per_node: dict[str, int] = defaultdict(int)
+            for pod in self.k.pods():
+                if pod["status"].get("phase") in ("Succeeded", "Failed"):
+                    continue
+                node = pod["spec"].get("nodeName") or _pinned(pod)
+                per_node[node] += int(
+                    pod["spec"]["containers"][0]["resources"]["requests"][RESOURCE]
+                )
+            for node, n in per_node.items():
+                self.worst[node] = max(self.worst[node], n)
+            self.samples += 1
+            time.sleep(0.25)
+
+    def assert_never_over(self) -> None:
+        assert self.samples > 3
+        over = {n: v for n, v in self.worst.items() if v > self.allocatable}
+        assert not over, f"nodes over capacity: {over}"
+
+
+def _pinned(pod: dict[str, Any]) -> str:
+    terms = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    return str(terms[0]["matchFields"][0]["values"][0])

@@ -5,7 +5,6 @@ kwok nodes and pools."""
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 from operator_harness import (
     REPO,
-    RESOURCE,
+    CapacityWatch,
     Kubectl,
     Operator,
     drop_pool,
@@ -43,53 +42,6 @@ def operator(installed: Any, tmp_path: Any) -> Iterator[Operator]:
     op.start()
     yield op
     op.stop()
-
-
-class CapacityWatch:
-    """Samples every Tessera pod in the background: devices promised per node (bound, or
-    pinned by affinity) must never exceed the node's allocatable."""
-
-    def __init__(self, k: Kubectl, allocatable: int) -> None:
-        self.k, self.allocatable = k, allocatable
-        self.worst: dict[str, int] = defaultdict(int)
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> CapacityWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            per_node: dict[str, int] = defaultdict(int)
-            for pod in self.k.pods():
-                if pod["status"].get("phase") in ("Succeeded", "Failed"):
-                    continue
-                node = pod["spec"].get("nodeName") or _pinned(pod)
-                per_node[node] += int(
-                    pod["spec"]["containers"][0]["resources"]["requests"][RESOURCE]
-                )
-            for node, n in per_node.items():
-                self.worst[node] = max(self.worst[node], n)
-            self.samples += 1
-            time.sleep(0.25)
-
-    def assert_never_over(self) -> None:
-        assert self.samples > 3
-        over = {n: v for n, v in self.worst.items() if v > self.allocatable}
-        assert not over, f"nodes over capacity: {over}"
-
-
-def _pinned(pod: dict[str, Any]) -> str:
-    terms = pod["spec"]["affinity"]["nodeAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ]["nodeSelectorTerms"]
-    return str(terms[0]["matchFields"][0]["values"][0])
 
 
 def statuses(k: Kubectl) -> dict[str, dict[str, Any]]:
