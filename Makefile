@@ -9,8 +9,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export KUBECONFIG_LOCAL := $(CURDIR)/.tessera/kubeconfig
 SCALE ?= default
+MINUTES ?= 10
+SEED ?= 1
 
-.PHONY: help venv tools cluster-up cluster-down demo test test-unit lint fmt crds chart lock bench bench-fleet bench-table clean
+.PHONY: help venv tools cluster-up cluster-down demo test test-unit lint fmt crds chart lock bench bench-fleet bench-table soak clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -80,6 +82,9 @@ bench: $(STAMP) tools ## Run the benchmarks (SCALE=large: the 5,000-node fleet);
 
 bench-fleet: $(STAMP) tools ## Only the fleet-scale benchmark on a local control plane (SCALE=default|large)
 	@$(PY) bench/fleet_bench.py --scale $(SCALE)
+
+soak: $(STAMP) tools ## Churn the operator for MINUTES (10) with SEED (1), then time node-loss recovery; results in bench/results/soak.json
+	@$(PY) hack/soak.py --minutes $(MINUTES) --seed $(SEED)
 
 bench-table: $(STAMP) ## Rewrite the benchmark table (README.md, bench/README.md) from bench/results/
 	@$(PY) hack/bench_table.py
