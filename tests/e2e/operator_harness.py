@@ -269,6 +269,41 @@ def drop_pool(k: Kubectl, name: str, nodes: int) -> None:
     k("delete", "node", *[f"{name}-{i}" for i in range(nodes)], "--wait=false", check=False)
 
 
+NO_FINALIZERS = '{"metadata":{"finalizers":null}}'  # a merge patch taking them all off
+
+
+def pool_object(k: Kubectl, name: str) -> dict[str, Any] | None:
+    """The AcceleratorPool, or None once it is gone."""
+    out = k("get", "acp", name, "-o", "json", check=False)
+    if out.returncode != 0:
+        assert "NotFound" in out.stderr, out.stderr
+        return None
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+def drop_pools(k: Kubectl, pools: dict[str, int]) -> None:
+    """Cleans up after a test: its workloads and their pods first (so nothing holds the pools
+    and their finalizer comes off), then the pools, then their nodes. The pods are deleted
+    here, not left to the garbage collector: on a fresh cluster it only starts to follow
+    Workloads at its next discovery (every 30 s)."""
+    k("delete", "awl", "--all", "-n", k.ns)
+    k("delete", "pods", "--all", "-n", k.ns, "--wait=false")
+    wait_for("the namespace's pods gone", lambda: not k.pods(), timeout=60, every=0.5)
+    for name in pools:
+        k("delete", "acp", name, "--wait=false", check=False)
+    try:
+        wait_for(
+            "the pools gone", lambda: all(pool_object(k, n) is None for n in pools), timeout=15
+        )
+    except AssertionError:
+        for name in pools:  # the operator did not let them go: not this cleanup's business
+            k("patch", "acp", name, "--type=merge", "-p", NO_FINALIZERS, check=False)
+    nodes = [f"{name}-{i}" for name, count in pools.items() for i in range(count)]
+    if nodes:
+        k("delete", "node", *nodes, "--wait=false", "--ignore-not-found", check=False)
+
+
 def set_draining(k: Kubectl, pool: str, draining: bool) -> None:
     k("patch", "acp", pool, "--type=merge", "-p", json.dumps({"spec": {"draining": draining}}))
 

@@ -17,14 +17,17 @@ from typing import Any
 
 import pytest
 from operator_harness import (
+    NO_FINALIZERS,
     RESOURCE,
     CapacityWatch,
     Kubectl,
     Operator,
+    drop_pools,
     install_crds,
     make_pool,
     namespace,
     pool_manifest,
+    pool_object,
     wait_for,
     workload,
 )
@@ -33,7 +36,6 @@ import fleet  # hack/fleet.py: operator_harness puts hack/ on the path
 
 POOL_KEY = "example.com/test-pool"  # the label make_pool's nodes carry, and its pools select
 FINALIZER = "tessera.dev/pool-protection"
-NO_FINALIZERS = '{"metadata":{"finalizers":null}}'  # a merge patch taking them all off
 MAINTENANCE = "example.com/maintenance=yes:NoSchedule"
 RUNTIME = "tessera.dev/simulated-runtime-ms"  # kwok completes such batch pods
 
@@ -102,16 +104,6 @@ class Watch:
         return [obj.get("status") or {} for obj in self.objects()]
 
 
-def pool_object(k: Kubectl, name: str) -> dict[str, Any] | None:
-    """The AcceleratorPool, or None once it is gone."""
-    out = k("get", "acp", name, "-o", "json", check=False)
-    if out.returncode != 0:
-        assert "NotFound" in out.stderr, out.stderr
-        return None
-    result: dict[str, Any] = json.loads(out.stdout)
-    return result
-
-
 def pool_status(k: Kubectl, name: str) -> dict[str, Any]:
     pool = pool_object(k, name)
     return (pool or {}).get("status") or {}
@@ -164,28 +156,6 @@ def holds(what: str, check: Callable[[], Any], seconds: float, every: float = 0.
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:5]}"
-
-
-def drop_pools(k: Kubectl, pools: dict[str, int]) -> None:
-    """Cleans up after a test: its workloads and their pods first (so nothing holds the pools
-    and their finalizer comes off), then the pools, then their nodes. The pods are deleted
-    here, not left to the garbage collector: on a fresh cluster it only starts to follow
-    Workloads at its next discovery (every 30 s)."""
-    k("delete", "awl", "--all", "-n", k.ns)
-    k("delete", "pods", "--all", "-n", k.ns, "--wait=false")
-    wait_for("the namespace's pods gone", lambda: not k.pods(), timeout=60, every=0.5)
-    for name in pools:
-        k("delete", "acp", name, "--wait=false", check=False)
-    try:
-        wait_for(
-            "the pools gone", lambda: all(pool_object(k, n) is None for n in pools), timeout=30
-        )
-    except AssertionError:
-        for name in pools:  # the operator did not let them go: not this cleanup's business
-            k("patch", "acp", name, "--type=merge", "-p", NO_FINALIZERS, check=False)
-    nodes = [f"{name}-{i}" for name, count in pools.items() for i in range(count)]
-    if nodes:
-        k("delete", "node", *nodes, "--wait=false", "--ignore-not-found", check=False)
 
 
 # --- 1. a node lost under a service ------------------------------------------------------------

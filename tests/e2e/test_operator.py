@@ -14,7 +14,7 @@ from operator_harness import (
     REPO,
     Kubectl,
     Operator,
-    drop_pool,
+    drop_pools,
     install_crds,
     make_pool,
     metric_value,
@@ -388,7 +388,7 @@ def test_a_burst_refused_part_way_is_completed_once_the_refusal_lifts(
         pods = wait_for("all 80 pods", lambda: len(p := ns.pods()) == 80 and p, timeout=20)
         assert len({p["metadata"]["name"] for p in pods}) == 80
     finally:
-        drop_pool(ns, "refusal-wave", 10)
+        drop_pools(ns, {"refusal-wave": 10})
 
 
 def test_deleting_a_workload_frees_its_devices_for_the_next(ns: Kubectl) -> None:
@@ -559,12 +559,13 @@ def test_model_conflict_between_spec_and_labels_is_a_condition(
             "nodeSelector": {"matchLabels": {"example.com/mislabelled": "yes"}},
         },
     }
-    # Its own node, labelled by GKE as an L4 while the pool claims H100s.
+    # Its own node, labelled by GPU Feature Discovery as an L4 while the pool claims H100s
+    # (not by GKE's label: the example l4 pool selects that, and being older keeps the node).
     group = {
         "name": "mislabelled",
         "count": 1,
         "labels": {
-            "cloud.google.com/gke-accelerator": "nvidia-l4",
+            "nvidia.com/gpu.product": "NVIDIA-L4",
             "example.com/mislabelled": "yes",
         },
         "capacity": {"nvidia.com/gpu": "1", "cpu": "8", "memory": "32Gi", "pods": "110"},

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from operator_harness import Kubectl, Operator, drop_pool, make_pool, namespace, wait_for, workload
+from operator_harness import Kubectl, Operator, drop_pools, make_pool, namespace, wait_for, workload
 
 LEASE = ["--leader-elect", "--lease-namespace", "default", "--lease-name", "tessera-ha-test"]
 
@@ -42,5 +42,5 @@ def test_standby_takes_over_when_the_leader_dies(cluster: Any, tmp_path: Any) ->
         finally:
             a.stop()
             b.stop()
-            drop_pool(k, "ha-pool", 2)
+            drop_pools(k, {"ha-pool": 2})
             k("delete", "lease", "tessera-ha-test", "-n", "default", check=False)

@@ -16,7 +16,7 @@ from operator_harness import (
     CapacityWatch,
     Kubectl,
     Operator,
-    drop_pool,
+    drop_pools,
     install_crds,
     make_pool,
     namespace,
@@ -104,7 +104,7 @@ def test_burst_of_60_into_room_for_40_respects_capacity_and_priority(
                 )
             watch.assert_never_over()
         finally:
-            drop_pool(k, "burst", 10)
+            drop_pools(k, {"burst": 10})
 
 
 def all_running(k: Kubectl, timeout: float) -> dict[str, dict[str, Any]]:
@@ -159,7 +159,7 @@ def test_a_burst_is_placed_pods_first_and_each_status_written_at_most_twice(
             )
             assert placed.stdout.split() == [], "a burst's placements posted Placed Events"
         finally:
-            drop_pool(k, "wave", 10)
+            drop_pools(k, {"wave": 10})
 
 
 def test_sigkill_mid_burst_loses_nothing_and_duplicates_nothing(
@@ -196,7 +196,7 @@ def test_sigkill_mid_burst_loses_nothing_and_duplicates_nothing(
             assert all(n == 2 for n in by_workload.values()) and len(by_workload) == 15
             assert max(per_node.values()) <= 4
         finally:
-            drop_pool(k, "killpool", 8)
+            drop_pools(k, {"killpool": 8})
 
 
 def test_draining_pool_is_emptied_of_a_service_without_dropping_below_two_ready(
@@ -239,8 +239,7 @@ def test_draining_pool_is_emptied_of_a_service_without_dropping_below_two_ready(
             assert status["pool"] == "new-gen" and status["readyReplicas"] == 3
             assert {"Migrating", "Migrated"} <= {e["reason"] for e in k.events("api")}
         finally:
-            drop_pool(k, "old-gen", 2)
-            drop_pool(k, "new-gen", 2)
+            drop_pools(k, {"old-gen": 2, "new-gen": 2})
 
 
 def test_moves_off_a_draining_pool_and_a_new_arrival_never_double_book_a_node(
@@ -286,5 +285,4 @@ def test_moves_off_a_draining_pool_and_a_new_arrival_never_double_book_a_node(
                 else:
                     assert k.status(name)["phase"] == "Pending", message
         finally:
-            drop_pool(k, "movers-old", 2)
-            drop_pool(k, "movers-new", 1)
+            drop_pools(k, {"movers-old": 2, "movers-new": 1})
