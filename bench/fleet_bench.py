@@ -8,12 +8,11 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -174,16 +173,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-@contextlib.contextmanager
-def terminated_as_exit() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C, so the cluster is always stopped."""
-    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def write(args: argparse.Namespace, result: dict[str, Any]) -> tuple[Path, Path | None]:
     """The JSON results and, where there are latencies, the chart of their distributions."""
     args.results_dir.mkdir(parents=True, exist_ok=True)
@@ -214,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed: str | None = None
     ok = False
     try:
-        with terminated_as_exit():
+        with local_cluster.terminated_as_exit():
             bench.say(
                 f"fleet benchmark ({args.name}): {args.nodes} nodes, {args.pools} pools, "
                 f"{args.workloads} workloads, {args.threads} client threads" + bench.pace

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -612,6 +612,16 @@ class Cluster:
 
         self._wait(f"{len(nodes)} nodes Ready", all_ready, timeout=60 + len(nodes) / 20)
         return len(nodes)
+
+
+@contextlib.contextmanager
+def terminated_as_exit() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C, so a script that started a cluster always stops it."""
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,16 +10,14 @@ before the operator replaced lost replicas itself that was the wait.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -254,16 +252,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-@contextlib.contextmanager
-def terminated_as_exit() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C, so the cluster is always stopped."""
-    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run(args: argparse.Namespace, state: Path, results: dict[str, Any]) -> None:
     """A control plane like the e2e tests' (hack/cluster.py, no demo fleet: the churn brings
     its own pools), the CRDs, an operator, then the churn and the node-loss measurement;
@@ -338,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {}
     failed: str | None = None
     try:
-        with terminated_as_exit():
+        with local_cluster.terminated_as_exit():
             run(args, state, results)
     except Exception as err:  # what was measured is still written
         failed = f"{type(err).__name__}: {err}"
