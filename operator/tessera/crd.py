@@ -258,17 +258,46 @@ def _metadata(kind: str, label: str) -> dict[str, Any]:
     }
 
 
-def _immutable_while_placed(field: str) -> dict[str, str]:
-    """A transition rule at the root: it needs status.pool, which spec-level rules cannot see."""
-    placed = "has(oldSelf.status) && has(oldSelf.status.pool) && oldSelf.status.pool != ''"
-    same = (
+_PLACED = "has(oldSelf.status) && has(oldSelf.status.pool) && oldSelf.status.pool != ''"
+
+
+def _is_service(obj: str) -> str:
+    """CEL: the object's template restarts its pods Always (the default): a service."""
+    spec = f"{obj}.spec.template.spec"
+    return (
+        f"(!has({obj}.spec.template.spec) || !has({spec}.restartPolicy) || "
+        f"{spec}.restartPolicy == 'Always')"
+    )
+
+
+def _same(field: str) -> str:
+    return (
         f"has(self.spec.{field}) == has(oldSelf.spec.{field}) && "
         f"(!has(self.spec.{field}) || self.spec.{field} == oldSelf.spec.{field})"
     )
+
+
+def _immutable_while_placed(field: str) -> dict[str, str]:
+    """A transition rule at the root: it needs status.pool, which spec-level rules cannot see."""
     return api.cel(
-        f"!({placed}) || ({same})",
+        f"!({_PLACED}) || ({_same(field)})",
         f"spec.{field} is immutable while the workload is placed (status.pool is set): its "
         "pods already run with it; delete and recreate the Workload to change it",
+        field_path=f".spec.{field}",
+        reason="FieldValueForbidden",
+    )
+
+
+def _immutable_for_batch_while_placed(field: str) -> dict[str, str]:
+    """A service (before and after the change) may scale and roll out while placed; a batch
+    workload's gang runs as it was made."""
+    services = f"{_is_service('oldSelf')} && {_is_service('self')}"
+    return api.cel(
+        f"!({_PLACED}) || ({services}) || ({_same(field)})",
+        f"spec.{field} of a batch workload is immutable while it is placed (status.pool is "
+        "set): its gang already runs with it; delete and recreate the Workload to change it "
+        "(a service, restartPolicy Always, may change it, and may not become a batch "
+        "workload while placed)",
         field_path=f".spec.{field}",
         reason="FieldValueForbidden",
     )
@@ -354,6 +383,13 @@ WORKLOAD_COLUMNS = (
     Column("Accelerator", "string", ".status.accelerator", "The accelerator model it runs on."),
     Column("Ready", "string", ".status.summary.ready", "Ready/desired replicas."),
     Column("Phase", "string", ".status.phase", "Pending, Placed, Running, Succeeded or Failed."),
+    Column(
+        "Restarts",
+        "integer",
+        ".status.restarts",
+        "Whole-gang restarts after a pod failed.",
+        priority=1,
+    ),
     _AGE,
     Column("Score", "number", ".status.score", "Score of the chosen pool.", priority=1),
     Column("Objective", "string", ".spec.objective", "What placement optimises.", priority=1),
@@ -380,6 +416,20 @@ class Kind:
     description: str
     columns: tuple[Column, ...]
     selectable: tuple[str, ...] = ()
+    scalable: bool = False
+
+    @property
+    def subresources(self) -> dict[str, Any]:
+        """Status always; scale where spec.replicas is the number of pods (kubectl scale, a
+        HorizontalPodAutoscaler: the selector it needs is in status.selector)."""
+        out: dict[str, Any] = {"status": {}}
+        if self.scalable:
+            out["scale"] = {
+                "specReplicasPath": ".spec.replicas",
+                "statusReplicasPath": ".status.replicas",
+                "labelSelectorPath": ".status.selector",
+            }
+        return out
 
     @property
     def crd_name(self) -> str:
@@ -411,6 +461,7 @@ WORKLOAD = Kind(
     "what to optimise; Tessera places all its replicas on the best AcceleratorPool.",
     columns=WORKLOAD_COLUMNS,
     selectable=(".status.pool", ".status.phase"),
+    scalable=True,
 )
 
 
@@ -430,6 +481,10 @@ def root_schema(kind: Kind, catalog: Mapping[str, api.Vendor]) -> dict[str, Any]
     elif kind is WORKLOAD:
         root["properties"]["metadata"] = _metadata(kind.kind, api.WORKLOAD_LABEL)
         _add_rules(root, *(_immutable_while_placed(f) for f in api.IMMUTABLE_WHILE_PLACED))
+        _add_rules(
+            root,
+            *(_immutable_for_batch_while_placed(f) for f in api.IMMUTABLE_FOR_BATCH_WHILE_PLACED),
+        )
         _add_rules(spec["properties"]["variants"], _variant_rule(catalog))
     return root
 
@@ -444,7 +499,7 @@ def custom_resource_definition(kind: Kind, catalog: Mapping[str, api.Vendor]) ->
         "name": api.VERSION,
         "served": True,
         "storage": True,
-        "subresources": {"status": {}},
+        "subresources": kind.subresources,
         "additionalPrinterColumns": [c.as_dict() for c in kind.columns],
         "schema": {"openAPIV3Schema": root_schema(kind, catalog)},
     }

@@ -314,6 +314,21 @@ class Kube:
             return False
         return True
 
+    @uses("", "services", "create")
+    def create_service(self, service: dict[str, Any]) -> bool:
+        """Creates a Service; False when one of that name exists already."""
+        ns = service["metadata"]["namespace"]
+        try:
+            self.write(
+                "POST",
+                f"/api/v1/namespaces/{ns}/services",
+                service,
+                {"fieldManager": FIELD_MANAGER},
+            )
+        except Conflict:
+            return False
+        return True
+
     @uses("", "pods", "delete")
     def delete_pod(
         self, namespace: str, name: str, uid: str | None = None, force: bool = False

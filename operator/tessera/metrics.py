@@ -51,8 +51,9 @@ PLACEMENT_LATENCY = Histogram(
 )
 FALLBACKS = Counter(
     "tessera_fallbacks_total",
-    "Gangs withdrawn from a pool: the scheduler left their pods unschedulable, or the API "
-    "server refused them (a quota, an admission policy), for fallbackAfterSeconds.",
+    "Gangs withdrawn from a pool: the scheduler left their pods unschedulable for "
+    "fallbackAfterSeconds, or the API server refused one of them (a quota, an admission "
+    "policy: at once).",
     ["pool"],
     registry=REGISTRY,
 )

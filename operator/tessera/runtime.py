@@ -1,15 +1,17 @@
 """Runtime portability: turns a placement into pod manifests (affinity, device requests,
-tolerations, vendor variant, TESSERA_* descriptor). Pure; no kopf, kubernetes or I/O."""
+tolerations, vendor variant, TESSERA_* descriptor, and the rendezvous: hostname, subdomain,
+framework environment and port, from tessera.rendezvous). Pure; no kopf, kubernetes or I/O."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pydantic_core
 
-from tessera import api
+from tessera import api, rendezvous
 
 MAX_NAME = 63
 
@@ -28,6 +30,18 @@ def pod_name(workload: str, pool: str, replica: int) -> str:
     digest = hashlib.sha256(stem.encode()).hexdigest()[:8]
     suffix = f"-{digest}-{replica}"
     return stem[: MAX_NAME - len(suffix)].rstrip("-.") + suffix
+
+
+def template_hash(spec: api.WorkloadSpec) -> str:
+    """What a pod is made from that a user may change while a service is placed: its
+    template, variants and distributed settings (not replicas: a scale keeps the pods).
+    Pods of another hash are replaced (a rollout); the CRD's equality rules miss a swap of
+    undeclared template fields, this hash does not."""
+    made_from = spec.model_dump(
+        mode="json", by_alias=True, include={"template", "variants", "distributed"}
+    )
+    text = json.dumps(made_from, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def variant_for(spec: api.WorkloadSpec, accelerator: api.ResolvedAccelerator) -> api.Variant | None:
@@ -76,6 +90,18 @@ def _merge_env(container: dict[str, Any], env: Sequence[Mapping[str, str]]) -> N
     container["env"] = kept + [dict(e) for e in env]
 
 
+def _declare_port(container: dict[str, Any], port: int) -> None:
+    """Declares the rendezvous port on the container, unless the template already declares
+    that port number (its own name for it is kept) or uses the name for another port."""
+    ports: list[dict[str, Any]] = container.get("ports") or []
+    if any(p.get("containerPort") == port or p.get("name") == rendezvous.PORT_NAME for p in ports):
+        return
+    container["ports"] = [
+        *ports,
+        {"name": rendezvous.PORT_NAME, "containerPort": port, "protocol": "TCP"},
+    ]
+
+
 def build_pod(
     workload: api.Workload,
     uid: str,
@@ -84,8 +110,10 @@ def build_pod(
     accelerator: api.ResolvedAccelerator,
     replica: int,
     node: str | None,
+    made_from: str | None = None,
 ) -> dict[str, Any]:
-    """The pod for one replica of a placed workload, ready to create."""
+    """The pod for one replica of a placed workload, ready to create; `made_from` is the
+    spec's template_hash when the caller has it (a gang's pods share it)."""
     spec = workload.spec
     # A copy of the template's JSON through pydantic-core: copy.deepcopy was half of this
     # function's time (6.1 us against 1.7 for a bench pod's template).
@@ -105,15 +133,26 @@ def build_pod(
             first["args"] = list(variant.args)
         if variant.command is not None:
             first["command"] = list(variant.command)
+    # The variant's env first, then Tessera's (the descriptor, the rendezvous): Tessera's names
+    # replace the template's and the variant's, since they describe where the pod landed.
     env = descriptor_env(accelerator, count, pool, replica, spec.replicas)
+    env += rendezvous.environment(spec, workload.name, workload.namespace, accelerator, replica)
     if variant:
-        env = [{"name": e.name, "value": e.value} for e in variant.env] + env
+        ours = {e["name"] for e in env}
+        env = [{"name": e.name, "value": e.value} for e in variant.env if e.name not in ours] + env
     for index, container in enumerate(containers):
         _merge_env(container, env)
         if index == 0:  # the devices go to the main container, as device plugins expect
             resources = container.setdefault("resources", {})
             resources.setdefault("requests", {})[resource] = str(count)
             resources.setdefault("limits", {})[resource] = str(count)
+    rendezvous_port = rendezvous.port(spec, accelerator.vendor)
+    if rendezvous_port is not None and containers:
+        _declare_port(containers[0], rendezvous_port)
+    # Replica i answers at <hostname>.<service>.<namespace>.svc whatever pool it is on. The
+    # Service is Tessera's, so Tessera's names replace any the template set.
+    pod_spec["hostname"] = rendezvous.hostname(workload.name, replica)
+    pod_spec["subdomain"] = rendezvous.service_name(workload.name)
 
     tolerations = list(pod_spec.get("tolerations") or [])
     for tol in pool_spec.tolerations:
@@ -128,6 +167,7 @@ def build_pod(
     annotations = dict(meta.get("annotations") or {})
     if workload.metadata.get("generation") is not None:
         annotations[api.GENERATION_ANNOTATION] = str(workload.metadata["generation"])
+    annotations[api.TEMPLATE_HASH_ANNOTATION] = made_from or template_hash(spec)
     labels = {
         **(meta.get("labels") or {}),
         api.WORKLOAD_LABEL: workload.name,

@@ -286,6 +286,62 @@ def test_mutable_fields_may_change_while_placed(cluster: Any, namespace: str) ->
     assert result.returncode == 0, result.stderr
 
 
+def _template(image: str, restart: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "main", "image": image}]}
+    if restart:
+        spec["restartPolicy"] = restart
+    return {"spec": spec}
+
+
+def test_a_placed_service_scales_and_rolls_out_but_stays_a_service(
+    cluster: Any, namespace: str
+) -> None:
+    assert _apply(cluster, _workload("svc"), namespace).returncode == 0
+    assert _patch_status(cluster, "svc", namespace, {"pool": "h100"}).returncode == 0
+    # A new image, more replicas, a framework: a rollout and a scale, not a new Workload.
+    changed = _workload(
+        "svc", replicas=4, template=_template("train:2.0"), distributed={"framework": "pytorch"}
+    )
+    result = _apply(cluster, changed, namespace)
+    assert result.returncode == 0, result.stderr
+    scaled = cluster.kubectl("scale", "awl", "svc", "-n", namespace, "--replicas=3", check=False)
+    assert scaled.returncode == 0, scaled.stderr
+    assert _get(cluster, "awl", "svc", namespace)["spec"]["replicas"] == 3
+    # Turning the placed service into a batch gang is refused: its pods run as a service.
+    batch = _workload("svc", replicas=3, template=_template("train:2.0", "Never"))
+    result = _apply(cluster, batch, namespace)
+    assert result.returncode != 0
+    assert "spec.template of a batch workload is immutable while it is placed" in result.stderr
+    # The accelerator stays as placed whatever the workload is.
+    bigger = _workload("svc", replicas=3, accelerator={"count": 4}, template=_template("train:2.0"))
+    result = _apply(cluster, bigger, namespace)
+    assert result.returncode != 0 and "spec.accelerator is immutable" in result.stderr
+
+
+def test_the_scale_subresource_reads_the_replicas_and_selector(
+    cluster: Any, namespace: str
+) -> None:
+    assert _apply(cluster, _workload("scaled"), namespace).returncode == 0
+    status = {"pool": "h100", "replicas": 2, "selector": "tessera.dev/workload=scaled"}
+    assert _patch_status(cluster, "scaled", namespace, status).returncode == 0
+    scale = json.loads(
+        cluster.kubectl(
+            "get", "--raw",
+            f"/apis/tessera.dev/v1alpha1/namespaces/{namespace}/workloads/scaled/scale",
+        ).stdout
+    )  # fmt: skip
+    assert scale["kind"] == "Scale"
+    assert scale["spec"]["replicas"] == 2 and scale["status"]["replicas"] == 2
+    assert scale["status"]["selector"] == "tessera.dev/workload=scaled"
+    # A placed batch gang cannot be scaled: the same rule as an edit of spec.replicas.
+    gang = _workload("gang", template=_template("train:1.0", "Never"))
+    assert _apply(cluster, gang, namespace).returncode == 0
+    assert _patch_status(cluster, "gang", namespace, {"pool": "h100"}).returncode == 0
+    result = cluster.kubectl("scale", "awl", "gang", "-n", namespace, "--replicas=4", check=False)
+    assert result.returncode != 0
+    assert "spec.replicas of a batch workload is immutable" in result.stderr
+
+
 def test_immutable_fields_may_change_before_placement(cluster: Any, namespace: str) -> None:
     assert _apply(cluster, _workload("pending"), namespace).returncode == 0
     result = _apply(cluster, _workload("pending", replicas=4, accelerator={"count": 2}), namespace)

@@ -163,6 +163,10 @@ CROSS_FIELD_RULES = {
             f"spec.{f} is immutable while the workload is placed"
             for f in api.IMMUTABLE_WHILE_PLACED
         ),
+        *(
+            f"spec.{f} of a batch workload is immutable while it is placed"
+            for f in api.IMMUTABLE_FOR_BATCH_WHILE_PLACED
+        ),
     ],
 }
 
@@ -178,11 +182,30 @@ def test_immutability_rules_sit_at_the_root_and_read_old_status() -> None:
     root = _schema("Workload")["x-kubernetes-validations"]
     transition = [r for r in root if "oldSelf" in r["rule"]]
     assert [r["fieldPath"] for r in transition] == [
-        f".spec.{f}" for f in api.IMMUTABLE_WHILE_PLACED
+        f".spec.{f}" for f in (*api.IMMUTABLE_WHILE_PLACED, *api.IMMUTABLE_FOR_BATCH_WHILE_PLACED)
     ]
     for rule in transition:
         assert "oldSelf.status.pool" in rule["rule"]
         assert rule["reason"] == "FieldValueForbidden"
+    # A service may scale and roll out while placed: the batch rules let services through,
+    # judged by the template's restartPolicy before and after.
+    for rule in transition[len(api.IMMUTABLE_WHILE_PLACED) :]:
+        assert "oldSelf.spec.template.spec.restartPolicy == 'Always'" in rule["rule"]
+        assert "self.spec.template.spec.restartPolicy == 'Always'" in rule["rule"]
+
+
+def test_workloads_scale_through_the_scale_subresource() -> None:
+    (version,) = DEFINITIONS["Workload"]["spec"]["versions"]
+    assert version["subresources"] == {
+        "status": {},
+        "scale": {
+            "specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector",
+        },
+    }
+    pools = DEFINITIONS["AcceleratorPool"]["spec"]["versions"][0]
+    assert pools["subresources"] == {"status": {}}
 
 
 def test_variant_keys_are_vendors_and_catalog_models() -> None:
@@ -241,7 +264,7 @@ def test_names_scope_and_subresources() -> None:
         assert d["spec"]["names"]["categories"] == ["tessera"]
         (version,) = d["spec"]["versions"]
         assert version["name"] == "v1alpha1" and version["served"] and version["storage"]
-        assert version["subresources"] == {"status": {}}
+        assert version["subresources"]["status"] == {}
 
 
 def _resolve(schema: dict[str, Any], json_path: str) -> dict[str, Any] | None:
@@ -276,7 +299,7 @@ def test_printer_columns_answer_the_first_question() -> None:
         "Vendor", "Model", "Nodes", "Available", "Draining", "Age",
     ]  # fmt: skip
     assert names("Workload", False) == ["Pool", "Accelerator", "Ready", "Phase", "Age"]
-    assert names("Workload", True) == ["Score", "Objective", "Message"]
+    assert names("Workload", True) == ["Restarts", "Score", "Objective", "Message"]
 
 
 # --- the transform on small models ----------------------------------------------------

@@ -72,7 +72,11 @@ def test_the_pod_carries_the_placement() -> None:
         api.POOL_LABEL: "mi300x",
         api.REPLICA_LABEL: "1",
     }
-    assert meta["annotations"] == {"team": "ml", api.GENERATION_ANNOTATION: "3"}
+    assert meta["annotations"] == {
+        "team": "ml",
+        api.GENERATION_ANNOTATION: "3",
+        api.TEMPLATE_HASH_ANNOTATION: runtime.template_hash(workload.spec),
+    }
     (owner,) = meta["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
         "Workload", "w", "uid-1", True,
@@ -103,6 +107,10 @@ def test_the_pod_carries_the_placement() -> None:
     ]
     assert term["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": ["node-7"]}]
     assert spec["restartPolicy"] == "Always"
+    # Found by its peers at w-1.w.ns.svc; no framework and an AMD pool: no rendezvous env.
+    assert (spec["hostname"], spec["subdomain"]) == ("w-1", "w")
+    assert not any(n in env for n in ("MASTER_ADDR", "JAX_COORDINATOR_ADDRESS", "TPU_WORKER_ID"))
+    assert "ports" not in main
 
 
 def test_the_template_is_left_as_it_was() -> None:

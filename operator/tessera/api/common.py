@@ -26,6 +26,9 @@ POOL_FINALIZER = f"{GROUP}/pool-protection"
 # The Workload generation a pod was built from: pods of an earlier spec are never adopted
 # as a placement the status does not record yet (tessera.world.World.stale_pods).
 GENERATION_ANNOTATION = f"{GROUP}/generation"
+# The hash of the template (and variants, distributed settings) a pod was made from: a
+# service's pods of another hash are replaced one at a time (a rollout).
+TEMPLATE_HASH_ANNOTATION = f"{GROUP}/template-hash"
 
 # Extended resources that identify accelerators: a workload's template may not request
 # them itself, because Tessera adds the pool's resource when it places the pods.
@@ -55,7 +58,10 @@ MAX_NAME_LENGTH = 63
 
 # Workload spec fields that may not change while the workload is placed (status.pool set):
 # its pods are already running with them. Delete and recreate the Workload to change them.
-IMMUTABLE_WHILE_PLACED = ("replicas", "accelerator", "template", "variants")
+# A service's replicas, template, variants and distributed settings may change (a scale, a
+# rollout); a batch workload's may not.
+IMMUTABLE_WHILE_PLACED = ("accelerator",)
+IMMUTABLE_FOR_BATCH_WHILE_PLACED = ("replicas", "template", "variants", "distributed")
 
 
 class Vendor(StrEnum):

@@ -4,6 +4,7 @@ policy, and the status that explains where it runs. Pure data; imports tessera.a
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, WithJsonSchema
@@ -245,6 +246,49 @@ class PlacementPolicy(Model):
     )
 
 
+class Framework(StrEnum):
+    """The distributed runtime whose rendezvous environment the pods get."""
+
+    PYTORCH = "pytorch"
+    JAX = "jax"
+    NONE = "none"
+
+
+class Distributed(Model):
+    """How the replicas find each other: every workload of more than one replica gets a
+    headless Service and a stable hostname per pod; a framework adds the environment its
+    launcher reads (tessera.rendezvous; the table is in docs/distributed.md)."""
+
+    framework: Framework = described(
+        "pytorch: MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, NODE_RANK, NNODES, "
+        "NPROC_PER_NODE and torchrun's PET_* twins; jax: JAX_COORDINATOR_ADDRESS, "
+        "JAX_NUM_PROCESSES, JAX_PROCESS_ID; none: only the Service and hostnames. A TPU or "
+        "Trainium pool adds what its runtime needs on top, whatever the framework.",
+        Framework.NONE,
+    )
+    port: int | None = described(
+        "Rendezvous port on replica 0, declared on the first container and the Service; "
+        "defaults to the framework's own (29500 for pytorch, 1234 for jax).",
+        None,
+        ge=1,
+        le=65535,
+    )
+
+
+class FailurePolicy(Model):
+    """What happens when a pod of a batch gang fails."""
+
+    backoff_limit: int = described(
+        "Whole-gang restarts allowed after a pod of a batch workload fails (or is lost with "
+        "its node): every pod is deleted and the gang created again, on the same pool while "
+        "its nodes take pods, else placed again. Past the limit the Workload is Failed. "
+        "0 fails at the first failure. Services ignore it: their pods are replaced one by one.",
+        0,
+        ge=0,
+        le=100,
+    )
+
+
 class Variant(Model):
     """What changes in the pod when the workload lands on a given vendor or model."""
 
@@ -272,7 +316,9 @@ class WorkloadSpec(Model):
     """Desired state of a Workload: a pod template plus what it needs and what it optimises."""
 
     replicas: int = described(
-        "Pods; placed as a gang, all or none. Immutable while the workload is placed.",
+        "Pods; placed as a gang, all or none. A service's may change while placed (kubectl "
+        "scale, a HorizontalPodAutoscaler): new replicas go on its pool, the highest go "
+        "first on a scale down. A batch workload's is immutable while placed.",
         1,
         ge=1,
         le=1024,
@@ -303,15 +349,26 @@ class WorkloadSpec(Model):
     )
     template: Annotated[dict[str, Any], WithJsonSchema(POD_TEMPLATE_SCHEMA)] = described(
         "Pod template (a core/v1 PodTemplateSpec). Tessera adds node affinity, device "
-        "requests, tolerations, the vendor variant and TESSERA_* environment variables. "
-        "Immutable while the workload is placed."
+        "requests, tolerations, the vendor variant, a hostname and subdomain, and TESSERA_* "
+        "(and rendezvous) environment variables. A service's may change while placed (its "
+        "pods are replaced one at a time); a batch workload's is immutable while placed."
     )
     variants: dict[str, Variant] = described(
         "Per vendor or model (a model key beats a vendor key): image, env and args to use "
         "there. Keys are vendors (nvidia, amd, intel, google, aws, other) or catalog model "
-        "names. Immutable while the workload is placed.",
+        "names. Changes while placed as the template does.",
         default_factory=dict,
         max_length=32,
+    )
+    distributed: Distributed = described(
+        "How the replicas find each other: rendezvous environment for a framework.",
+        default_factory=Distributed,
+        json_schema_extra={"default": {}},
+    )
+    failure_policy: FailurePolicy = described(
+        "Gang restarts of a batch workload.",
+        default_factory=FailurePolicy,
+        json_schema_extra={"default": {}},
     )
 
     @property
@@ -383,6 +440,21 @@ class ExcludedPool(Model):
     )
     withdrawals: int = described("Withdrawals from this pool in a row.", 1, ge=1)
     seen: PoolSeen | None = described("The pool when it was withdrawn from.", None)
+    refused: bool = described(
+        "The API server refused its pods there (a quota, an admission policy): more free "
+        "devices do not lift it, a change of the pool or retryAt does.",
+        False,
+    )
+
+
+class PodFailure(Model):
+    """The pod failure (or node loss) that last restarted a batch gang, or failed it."""
+
+    pod: str = described("The pod that failed, or the lost replica's pod.")
+    uid: str = described("Its UID: a failure is counted once.", "")
+    replica: int = described("Its replica index.", 0, ge=0)
+    reason: str = described("Why, in words: its container's exit, or the node lost.")
+    at: datetime | None = described("When the operator saw it.", None)
 
 
 class WorkloadSummary(Model):
@@ -397,8 +469,8 @@ class WorkloadStatus(Model):
     observed_generation: int | None = described("The generation this status describes.", None)
     phase: Phase = described("Pending, Placed, Running, Succeeded or Failed.", Phase.PENDING)
     pool: str | None = described(
-        "Pool the workload is placed on. While set, replicas, accelerator, template and "
-        "variants are immutable.",
+        "Pool the workload is placed on. While set, accelerator is immutable, and so are a "
+        "batch workload's replicas, template, variants and distributed settings.",
         None,
     )
     accelerator: str | None = described("Model key of the accelerator it is placed on.", None)
@@ -417,6 +489,29 @@ class WorkloadStatus(Model):
         "Pools withdrawn from after a fallback; tried again when they change or their "
         "retryAt passes.",
         default_factory=list,
+    )
+    restarts: int = described(
+        "Whole-gang restarts of a batch workload so far (spec.failurePolicy.backoffLimit).",
+        0,
+        ge=0,
+    )
+    last_failure: PodFailure | None = described(
+        "The failure that caused the last restart, or the Failed phase.", None
+    )
+    template_hash: str | None = described(
+        "Hash of the template, variants and distributed settings the pods are made from. A "
+        "service whose spec hashes otherwise is rolling its pods to the new spec.",
+        None,
+    )
+    service: str | None = described(
+        "The headless Service the replicas find each other through (more than one "
+        "replica): replica i is <workload>-<i>.<service>.<namespace>.svc.",
+        None,
+    )
+    selector: str | None = described(
+        "Label selector of the workload's pods, for the scale subresource (a "
+        "HorizontalPodAutoscaler reads it).",
+        None,
     )
     replicas: int = described("Pods that exist.", 0, ge=0)
     ready_replicas: int = described("Pods that are Ready (or Succeeded, for batch).", 0, ge=0)

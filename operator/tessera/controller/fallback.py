@@ -55,11 +55,13 @@ def withdraw(
 
 @dataclass(frozen=True)
 class Move:
-    """A running service on a draining pool, to be planned elsewhere."""
+    """A running service to be planned elsewhere: its pool is draining, or has no room for
+    the replicas a scale up added (`outgrown`)."""
 
     facts: ObjectFacts
     placed: Placed
     pending: placement.PendingWorkload
+    outgrown: bool = False
 
 
 def moves(
@@ -68,15 +70,23 @@ def moves(
     spec_of: Callable[[ObjectFacts], api.WorkloadSpec | None],
     excluded_of: Callable[[ObjectFacts], dict[str, str]],
 ) -> list[Move]:
-    """The services to move off draining pools this cycle: placed there, every replica Ready
-    and none still running elsewhere (one move at a time), no write of this process's in
-    flight. Costs a look at every placement only while some pool is draining."""
+    """The services to move this cycle: off draining pools, and those whose scale up found
+    no room on their pool last cycle (Ledger.outgrown: placed as any placement, whole, on a
+    pool with room for every replica). Each placed there, every replica Ready (but those
+    lost or added) and none still running elsewhere (one move at a time), no write of this
+    process's in flight. Costs a look at every placement only while some pool is draining."""
     draining = {name for name, spec in world.pool_specs.items() if spec.draining}
-    if not draining:
+    outgrown = ledger.outgrown()
+    if not draining and not outgrown:
         return []
     lost = ledger.losses()
+    candidates = world.placed_on(draining) if draining else []
+    for key in sorted(outgrown):
+        placed = world.placement_of(key)
+        if placed is not None and placed.pool not in draining:
+            candidates.append((key, placed))
     out = []
-    for key, placed in world.placed_on(draining):
+    for key, placed in candidates:
         facts = world.workloads.get(key)
         if facts is None or facts.deleting or facts.status.get("phase") in TERMINAL:
             continue
@@ -94,14 +104,18 @@ def moves(
         # takes no replacement for them.
         if elsewhere or (len(ready) < spec.replicas and key not in lost):
             continue
+        excluded = excluded_of(facts)  # a draining pool is ruled out as draining
+        grown = placed.pool not in draining
+        if grown:
+            excluded = {**excluded, placed.pool: f"no room for the {spec.replicas} replicas"}
         pending = placement.PendingWorkload(
             namespace=facts.namespace or "",
             name=facts.name,
             spec=spec,
             created_at=facts.created,
-            excluded_pools=excluded_of(facts),  # its own pool is ruled out: draining
+            excluded_pools=excluded,
         )
-        out.append(Move(facts, placed, pending))
+        out.append(Move(facts, placed, pending, grown))
     return out
 
 
@@ -114,15 +128,24 @@ def record_move(
     events: Events,
 ) -> None:
     """Writes a move's decision; the visits then move one replica at a time, the new pod
-    Ready before the old is deleted. Without room elsewhere, says so and stays."""
+    Ready before the old is deleted. Without room elsewhere, a drained service says so and
+    stays; an outgrown one goes back to waiting for room on its pool."""
     facts, pool = move.facts, move.placed.pool
     if not decision.placed:
+        if move.outgrown:
+            return  # its pool again next cycle (a repair), which says why it waits
         message = migration_waiting(pool, decision.message)
         if facts.status.get("message") != message:
             writes.status(facts, {"message": message}, guard=False)
             events.post(facts, "Workload", "MigrationWaiting", message, warning=True)
         return
-    message = f"pool {pool} is draining: migrating to {decision.pool}, one pod at a time"
+    replicas = move.pending.spec.replicas
+    message = (
+        f"pool {pool} has no room for all {replicas} replicas: migrating to {decision.pool}, "
+        "one pod at a time"
+        if move.outgrown
+        else f"pool {pool} is draining: migrating to {decision.pool}, one pod at a time"
+    )
     status = migrating_status(facts, decision, now, message)
     try:
         writes.status(facts, status)

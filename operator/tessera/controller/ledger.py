@@ -98,6 +98,9 @@ class Ledger:
         # key -> (its placement then, replica -> why it is lost): replicas a visit found lost
         # with their node, for the next plan to place again (tessera.controller.repairs).
         self._lost: dict[str, tuple[Placed, dict[int, str]]] = {}
+        # Services whose scale up found no room on their pool: the next plan tries to move
+        # them whole to a pool with room for every replica (tessera.controller.fallback.moves).
+        self._outgrown: set[str] = set()
 
     # --- decisions --------------------------------------------------------------------------
 
@@ -136,6 +139,7 @@ class Ledger:
         self._decisions.pop(key, None)
         self._unwritten.pop(key, None)
         self._lost.pop(key, None)
+        self._outgrown.discard(key)
 
     def decided(self, workloads: dict[str, ObjectFacts]) -> dict[str, Placed]:
         """Decisions the cache may not show yet, for the next World. A decision is forgotten
@@ -265,6 +269,17 @@ class Ledger:
 
     def repaired(self, key: str) -> None:
         self._lost.pop(key, None)
+        self._outgrown.discard(key)
+
+    def outgrow(self, key: str) -> None:
+        """A service's scale up found no room on its pool: the next plan places it whole."""
+        self._outgrown.add(key)
+
+    def outgrown(self) -> set[str]:
+        """The services to place whole this cycle, taken: a plan that finds them no pool
+        gives the next cycle back to their pool (a repair), and so on in turn."""
+        taken, self._outgrown = self._outgrown, set()
+        return taken
 
     # --- a cycle's settling -----------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Any
 
 from tessera import api, runtime
 from tessera.controller.clock import Clock
@@ -13,6 +14,8 @@ from tessera.controller.events import Events
 from tessera.controller.fallback import withdraw
 from tessera.controller.ledger import Ledger
 from tessera.controller.repairs import lost_replicas
+from tessera.controller.restarts import gang_failure, restart
+from tessera.controller.rollouts import ROLLING, Hashes, next_to_replace, progress
 from tessera.controller.specs import parse_spec
 from tessera.controller.writes import Writes
 from tessera.errors import ApiError, Conflict, NotFound
@@ -20,7 +23,12 @@ from tessera.world import exclusions
 from tessera.world.facts import TERMINAL, ObjectFacts, Placed, PodFacts
 from tessera.world.pacing import Bursts, CountsWrite, counts_write, fallback_reason
 from tessera.world.snapshot import World, devices_per_replica
-from tessera.world.status import lifecycle_status, recovered_status, settled_message
+from tessera.world.status import (
+    condition,
+    lifecycle_status,
+    recovered_status,
+    settled_message,
+)
 
 log = logging.getLogger("tessera.controller")
 
@@ -34,6 +42,7 @@ class Lifecycle:
     ) -> None:
         self.writes, self.ledger, self.events = writes, ledger, events
         self.bursts, self.clock = bursts, clock
+        self.hashes = Hashes()
 
     def visit(self, world: World, key: str, now: datetime) -> None:
         facts = world.workloads[key]
@@ -65,15 +74,26 @@ class Lifecycle:
             self.writes.delete_pod(pod, force=pod.node not in world.nodes)
             if pod.replica is not None:
                 current.pop(pod.replica, None)
+        why, refused_now = None, False
         if ledger.unwritten(key) is None:  # a decision not yet written is placed as it is
             ledger.lose(key, placed, lost)
-        why = None
-        if ledger.unwritten(key) is None:  # a decision not yet written is never withdrawn
+            failure = gang_failure(facts, spec, placed, current, lost)
+            if failure and restart(facts, spec, current, failure, now, self.writes, self.events):
+                return
+            # Past fallbackAfterSeconds a placement is withdrawn; a gang (batch, or a service
+            # with nothing Ready) with a pod the API server refused at once: half a gang must
+            # not hold its pool (and its pods wait at their rendezvous for peers that never
+            # come).
             known = ledger.refusal(key)
-            refusal = (self.clock.monotonic() - known.since, known.message) if known else None
-            limit = spec.placement.fallback_after_seconds
-            why = fallback_reason(limit, current.values(), now, refusal)
-        if why and self._fall_back(world, facts, spec, placed, current, lost, why, now):
+            if known and (not spec.is_service or not any(p.ready for p in current.values())):
+                why, refused_now = known.message, True
+            else:
+                refusal = (self.clock.monotonic() - known.since, known.message) if known else None
+                limit = spec.placement.fallback_after_seconds
+                why = fallback_reason(limit, current.values(), now, refusal)
+        if why and self._fall_back(
+            world, facts, spec, placed, current, lost, why, now, refused_now
+        ):
             return
         if facts.namespace in world.terminating:
             return  # its namespace is being deleted: no new pods, no status (refused)
@@ -103,7 +123,8 @@ class Lifecycle:
         created = 0
         phase = facts.status.get("phase")
         if spec.is_service:
-            created = self._service(facts, spec, placed, create, current, old, lost)
+            desired = self.hashes.of(facts, spec)
+            created = self._service(facts, spec, placed, create, current, old, lost, desired)
         elif phase in (None, api.Phase.PENDING.value, api.Phase.PLACED.value):
             missing = [r for r in range(spec.replicas) if r not in current and r not in lost]
             created = sum(create(r) for r in missing)
@@ -121,10 +142,12 @@ class Lifecycle:
         lost: dict[int, str],
         why: str,
         now: datetime,
+        refused: bool = False,
     ) -> bool:
-        """Past fallbackAfterSeconds: a gang is withdrawn whole, its pool excluded until it
-        changes or its backoff ends (True). A service with Ready replicas keeps them: only
-        its pods that cannot bind go (out of `current`, into `lost`), placed again on the
+        """Past fallbackAfterSeconds (or at once, `refused`: the API server refused one of its
+        pods), a gang is withdrawn whole, its pool excluded until it changes or its backoff
+        ends (True; a refusal's backoff starts shorter). A service with Ready replicas keeps
+        them: only its pods that cannot bind go (out of `current`, into `lost`), placed again on the
         pool (tessera.controller.repairs); a refused pod is sent again, as before the
         limit, until the API server takes it (False: the visit goes on)."""
         if spec.is_service and any(p.ready for p in current.values()):
@@ -146,7 +169,13 @@ class Lifecycle:
         returning = devices_per_replica(facts) * spec.replicas
         seen = world.seen(placed.pool, returning) or (0, 0, 0)
         limit = spec.placement.fallback_after_seconds
-        excluded = exclusions.exclude(entries, placed.pool, why, now, seen, limit)
+        if refused:
+            floor = exclusions.REFUSAL_BACKOFF
+            excluded = exclusions.exclude(
+                entries, placed.pool, why, now, seen, floor, floor, refused=True
+            )
+        else:
+            excluded = exclusions.exclude(entries, placed.pool, why, now, seen, limit)
         pods = list(current.values())
         withdraw(facts, placed, pods, why, now, self.writes, self.ledger, self.events, excluded)
         return True
@@ -188,10 +217,13 @@ class Lifecycle:
         current: dict[int, PodFacts],
         old: list[PodFacts],
         lost: Mapping[int, str],
+        desired: str,
     ) -> int:
-        """Keeps every replica running on the placed pool (but those lost with their node:
-        placed again first, tessera.controller.repairs). While old pods run elsewhere (a
-        migration), moves one replica at a time: the new pod Ready before the old is deleted."""
+        """Keeps every replica running on the placed pool (but those lost with their node,
+        or added by a scale up: placed first, tessera.controller.repairs). While old pods run
+        elsewhere (a migration), moves one replica at a time: the new pod Ready before the old
+        is deleted. A scale down deletes the highest replicas; a changed template replaces
+        one pod at a time (tessera.controller.rollouts)."""
         old_by_replica: dict[int | None, list[PodFacts]] = {}
         for p in old:
             old_by_replica.setdefault(p.replica, []).append(p)
@@ -219,12 +251,79 @@ class Lifecycle:
                     self.writes.delete_pod(stale)
                     message = f"replica {replica} moved from {stale.pool} to {placed.pool}"
                     self.events.post(facts, "Workload", "Migrated", message)
-        # Old pods for replicas beyond the desired count have nowhere to go.
+        # Pods of replicas beyond the desired count (a scale down; old pods of a migration)
+        # have nowhere to go.
         for extra, stale_pods in old_by_replica.items():
             if extra is None or extra >= spec.replicas:
                 for stale in stale_pods:
                     self.writes.delete_pod(stale)
+        for replica, pod in sorted(current.items()):
+            if replica >= spec.replicas and not pod.deleting:
+                self.writes.delete_pod(pod)
+        replace = next_to_replace(desired, spec.replicas, current, bool(old), lost)
+        if replace is not None and not created:
+            self.writes.delete_pod(replace)
+            message = (
+                f"replica {replace.replica}: replacing pod {replace.name} with one of the new "
+                f"template ({desired})"
+            )
+            self.events.post(facts, "Workload", "RollingOut", message)
         return created
+
+    def _made_from(
+        self,
+        facts: ObjectFacts,
+        spec: api.WorkloadSpec,
+        placed: Placed,
+        current: Mapping[int, PodFacts],
+        status: dict[str, Any],
+        now: datetime,
+    ) -> None:
+        """What the pods are made from, into `status`: a service's templateHash once every
+        pod has the spec's (its rollout's progress until then), and its assignments without
+        the replicas a scale down removed; a batch gang's hash, and a TemplateChanged
+        condition when its template changed all the same (tessera.controller.rollouts)."""
+        desired = self.hashes.of(facts, spec)
+        conds: list[dict[str, Any]] = status["conditions"]
+        if spec.is_service:
+            rolling = progress(desired, spec.replicas, current)
+            if rolling is None:
+                status["templateHash"] = desired
+                if str(status.get("message", "")).startswith(ROLLING):  # the rollout is over
+                    placed_cond = next((c for c in conds if c.get("type") == "Placed"), {})
+                    status["message"] = placed_cond.get("message") or f"placed on {placed.pool}"
+            else:
+                ready = next((c for c in conds if c["type"] == "Ready"), {})
+                if ready.get("reason") in ("AllReplicasReady", "ReplicasNotReady"):
+                    status["message"] = rolling  # a loss or a refusal says more
+            if any(r >= spec.replicas for r in placed.assignments):
+                status["assignments"] = [
+                    {"replica": r, "node": n}
+                    for r, n in sorted(placed.assignments.items())
+                    if r < spec.replicas
+                ]
+            return
+        made = next(
+            (p.template_hash for p in current.values() if p.template_hash and not p.deleting),
+            facts.status.get("templateHash"),
+        )
+        if not made:
+            return
+        status["templateHash"] = made
+        others = [c for c in conds if c.get("type") != "TemplateCurrent"]
+        status["conditions"] = others
+        if made != desired:
+            message = (
+                f"spec.template changed while the gang is placed (pods from {made}, spec now "
+                f"{desired}): its pods keep what they were made from; delete and recreate the "
+                "Workload to run the new template"
+            )
+            previous = facts.status.get("conditions") or []
+            drift = condition("TemplateCurrent", False, "TemplateChanged", message,
+                              facts.generation, previous, now)  # fmt: skip
+            status["conditions"] = [*others, drift]
+            if not any(c.get("type") == "TemplateCurrent" for c in previous):
+                self.events.post(facts, "Workload", "TemplateChanged", message, warning=True)
 
     def _discard(self, facts: ObjectFacts, stale: list[PodFacts]) -> None:
         """Deletes pods built from an earlier spec than the workload's (World.stale_pods) and
@@ -269,6 +368,10 @@ class Lifecycle:
         settled = settled_message(status, placed.pool, draining)
         if settled is not None:
             status["message"] = settled
+        status["selector"] = f"{api.WORKLOAD_LABEL}={facts.name}"  # for the scale subresource
+        if spec.replicas > 1 and facts.namespace not in world.terminating:
+            status["service"] = self.writes.service(facts, spec)
+        self._made_from(facts, spec, placed, current, status, now)
         at = self.clock.monotonic()
         if unwritten is not None:
             # Nothing to tell but that the pods start or run: the write waits for the pods

@@ -19,19 +19,22 @@ from tessera.errors import Conflict, NotFound
 from tessera.placement.snapshot import tolerates
 from tessera.world.facts import TERMINAL, ObjectFacts, Placed, PodFacts
 from tessera.world.snapshot import World
-from tessera.world.status import lost_message
+from tessera.world.status import SCALED_UP, lost_message
 
 log = logging.getLogger("tessera.controller")
 
 # Repairs are planned before every pending workload of their priority: a running service's
 # lost replica comes before work that never ran.
 REPAIR_PRIORITY_BOOST = 1
+# A repair's message names each replica's new node up to this many; more are counted.
+MOVES_LISTED = 4
 
 
 def lost_replicas(
     world: World, placed: Placed, spec: api.WorkloadSpec, current: Mapping[int, PodFacts]
 ) -> tuple[dict[int, str], list[PodFacts]]:
-    """The replicas lost with their node (replica -> why) and the pods to delete for good
+    """The replicas lost with their node (replica -> why), and a service's replicas a scale
+    up added (no node yet: placed on the pool the same way), and the pods to delete for good
     (bound to a node that is gone, or pinned to a node that takes no pods and not bound):
     a replica is lost when the node it was placed on is gone or takes no new pods, and it
     does not run there (no pod, a pod never bound, a pod on the deleted node, or a service's
@@ -45,6 +48,8 @@ def lost_replicas(
     for replica in range(spec.replicas):
         node = placed.assignments.get(replica)
         if node is None:
+            if spec.is_service and placed.assignments and replica not in current:
+                lost[replica] = f"{SCALED_UP} {spec.replicas}"  # placed by the repairs too
             continue
         if node not in world.nodes:
             why = f"node {node} was deleted"
@@ -145,11 +150,17 @@ def record_repair(
     no room); a gang that has not started is placed again from scratch."""
     facts, placed, lost = repair.facts, repair.placed, repair.lost
     text = lost_message(lost)
+    scaling = all(why.startswith(SCALED_UP) for why in lost.values())
     if not decision.placed:
         started = facts.status.get("phase") == api.Phase.RUNNING.value
         if repair.spec.is_service or started:
             message = f"{text}; no room on pool {placed.pool} yet: waiting"
-            events.post(facts, "Workload", "ReplicaLost", message, warning=True)
+            if scaling:
+                # Placed as any placement next: whole, on a pool with room for every replica.
+                ledger.outgrow(facts.key)
+                message = f"{text}; no room on pool {placed.pool} yet: trying the other pools"
+            reason = "ScaleUpWaiting" if scaling else "ReplicaLost"
+            events.post(facts, "Workload", reason, message, warning=True)
             return
         ledger.repaired(facts.key)
         why = f"{text}, and the pool has no room for it: placing the gang again"
@@ -160,13 +171,16 @@ def record_repair(
     for replica, node in zip(sorted(lost), decision.nodes, strict=True):
         nodes[replica] = node
         moved.append(f"replica {replica} to {node}")
+    if len(moved) > MOVES_LISTED:
+        moved = [f"{len(moved)} replicas on {len(set(decision.nodes))} nodes"]
     assignments = [{"replica": r, "node": n} for r, n in sorted(nodes.items())]
-    message = f"{text}: placed again on {placed.pool} ({', '.join(moved)})"
+    where = f"{placed.pool} ({', '.join(moved)})"
+    message = f"{text}: placed on {where}" if scaling else f"{text}: placed again on {where}"
     try:
         writes.status(facts, {"assignments": assignments, "message": message})
     except (Conflict, NotFound):
         return  # read again next cycle
     ledger.assume(facts, Placed(placed.pool, nodes, placed.placed_at, placed.ends_at))
     ledger.repaired(facts.key)
-    events.post(facts, "Workload", "ReplicaLost", message, warning=True)
-    log.warning("workload %s: %s", facts.key, message)
+    events.post(facts, "Workload", "ScaledUp" if scaling else "ReplicaLost", message, not scaling)
+    log.log(logging.INFO if scaling else logging.WARNING, "workload %s: %s", facts.key, message)

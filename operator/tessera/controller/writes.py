@@ -7,7 +7,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from tessera import api, runtime
+from tessera import api, rendezvous, runtime
 from tessera.controller.clock import Clock
 from tessera.controller.events import Events
 from tessera.controller.ledger import Ledger
@@ -25,6 +25,7 @@ class Writes:
 
     def __init__(self, kube: Kube, ledger: Ledger, events: Events, clock: Clock) -> None:
         self.kube, self.ledger, self.events, self.clock = kube, ledger, events, clock
+        self._services: set[str] = set()  # uids whose Service exists, not yet in status
 
     def status(self, facts: ObjectFacts, status: dict[str, Any], guard: bool = True) -> None:
         """Merge-patches a Workload's status (guarded: only over the resourceVersion read) and
@@ -32,6 +33,32 @@ class Writes:
         rv = facts.resource_version if guard else None
         self.kube.patch_workload_status(facts.namespace or "", facts.name, status, rv)
         self.ledger.wrote(facts, self.clock.monotonic())
+
+    def service(self, facts: ObjectFacts, spec: api.WorkloadSpec) -> str | None:
+        """The headless Service through which a workload's replicas find each other
+        (tessera.rendezvous): its name once it exists (status.service says so, or this
+        process created it and the status does not show it yet), created here otherwise.
+        Owned by the Workload, so the garbage collector deletes it with the Workload. A
+        refusal is said in an event and tried again on a later visit (None meanwhile)."""
+        name = rendezvous.service_name(facts.name)
+        if facts.status.get("service") == name:
+            self._services.discard(facts.uid)  # recorded: nothing more to remember
+            return name
+        if facts.uid in self._services:
+            return name
+        workload = api.Workload(
+            metadata={"name": facts.name, "namespace": facts.namespace}, spec=spec
+        )
+        try:
+            self.kube.create_service(rendezvous.service_manifest(workload, facts.uid))
+        except ApiError as err:
+            if not err.refusal:
+                raise
+            message = f"service {name} refused: {err.message}"
+            self.events.post(facts, "Workload", "FailedCreateService", message, True)
+            return None
+        self._services.add(facts.uid)
+        return name
 
     def delete_pod(self, pod: PodFacts, force: bool = False) -> None:
         self.kube.delete_pod(pod.namespace, pod.name, pod.uid, force)
@@ -47,7 +74,7 @@ class Writes:
         ledger, clock = self.ledger, self.clock
 
         @functools.cache
-        def parts() -> tuple[api.Workload, Any]:
+        def parts() -> tuple[api.Workload, Any, str]:
             # Built on the first claim only: most visits find every pod there or claimed.
             meta = {
                 "name": facts.name,
@@ -55,25 +82,33 @@ class Writes:
                 "generation": facts.generation,
             }
             workload = api.Workload(metadata=meta, spec=spec)
-            return workload, world.accelerator(placed.pool).to_api()
+            made_from = runtime.template_hash(spec)  # once for the gang's pods
+            return workload, world.accelerator(placed.pool).to_api(), made_from
 
         def claim(replica: int) -> Claimed | None:
             key = f"{ns}/{runtime.pod_name(facts.name, placed.pool, replica)}"
             if not ledger.claim(key, facts.key, clock.monotonic()):
                 return None
             node = placed.assignments.get(replica)
-            workload, accelerator = parts()
+            workload, accelerator, made_from = parts()
             pod = runtime.build_pod(
-                workload, facts.uid, placed.pool, pool_spec, accelerator, replica, node
+                workload, facts.uid, placed.pool, pool_spec, accelerator, replica, node, made_from
             )
 
             def send() -> bool:
                 ledger.sending(key, facts.key, clock.monotonic())
                 try:
-                    return self._create(facts, pod)
+                    created = self._create(facts, pod)
                 except Exception:
                     ledger.unclaim(key)  # not created: the next cycle tries again
                     raise
+                if not created:
+                    # A pod of that name exists: this one, sent before and not yet in the
+                    # cache, or one being deleted (a gang withdrawn and placed again on the
+                    # same pool). The visits decide again from the cache, not from a claim
+                    # that waits CREATED_GRACE to expire.
+                    ledger.unclaim(key)
+                return created
 
             return key, send
 

@@ -14,6 +14,10 @@ from tessera.world.facts import parse_time
 # withdrawal from the same pool in a row doubles the wait, up to MAX_BACKOFF.
 MIN_BACKOFF = 60.0
 MAX_BACKOFF = 3600.0
+# A gang whose pods the API server refused (a quota, an admission policy) is withdrawn at
+# once and its pool tried again after this long, doubling in a row: the refusal is often
+# namespace-wide, and lifts when an admin raises the quota.
+REFUSAL_BACKOFF = 10.0
 
 # (generation, nodes that take pods, devices free on them) of a pool, or None when gone.
 PoolSeen = tuple[int, int, int]
@@ -23,9 +27,9 @@ def _iso(when: datetime) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def backoff(base: float, withdrawals: int) -> float:
+def backoff(base: float, withdrawals: int, floor: float = MIN_BACKOFF) -> float:
     """Seconds until a pool withdrawn from `withdrawals` times in a row is tried again."""
-    first = max(MIN_BACKOFF, base)
+    first = max(floor, base)
     return float(min(first * 2 ** max(0, withdrawals - 1), MAX_BACKOFF))
 
 
@@ -36,13 +40,17 @@ def exclude(
     now: datetime,
     seen: PoolSeen,
     base: float,
+    floor: float = MIN_BACKOFF,
+    refused: bool = False,
 ) -> list[dict[str, Any]]:
     """The workload's excludedPools with `pool` withdrawn from now (a withdrawal in a row
-    from the same pool, if it was there already, doubles the wait)."""
+    from the same pool, if it was there already, doubles the wait). `refused`: the API
+    server refused its pods, which more free devices do not change (tessera.world.
+    exclusions.active)."""
     kept = [dict(e) for e in entries if e.get("pool") != pool]
     before = next((e for e in entries if e.get("pool") == pool), None)
     withdrawals = int(before.get("withdrawals") or 1) + 1 if before else 1
-    retry = now + timedelta(seconds=backoff(base, withdrawals))
+    retry = now + timedelta(seconds=backoff(base, withdrawals, floor))
     generation, nodes, available = seen
     entry = {
         "pool": pool,
@@ -52,6 +60,8 @@ def exclude(
         "withdrawals": withdrawals,
         "seen": {"generation": generation, "nodes": nodes, "available": available},
     }
+    if refused:
+        entry["refused"] = True
     return [*kept, entry]
 
 
@@ -77,8 +87,8 @@ def active(
         generation, nodes, available = current
         if generation != was.get("generation") or nodes != was.get("nodes"):
             continue
-        if available > int(was.get("available") or 0):
-            continue
+        if available > int(was.get("available") or 0) and not e.get("refused"):
+            continue  # room came back (a refusal is not for want of room)
         reason = str(e.get("reason") or "")
         out[pool] = (
             f"withdrawn from at {e.get('since')}: {reason} (tried again at {_iso(retry)}, "

@@ -158,6 +158,8 @@ class PodFacts:
     unschedulable_since: datetime | None
     unschedulable_message: str
     generation: int | None = None  # the Workload generation it was built from, if it says
+    template_hash: str | None = None  # runtime.template_hash of the spec it was made from
+    failure: str = ""  # why a Failed pod failed, in words (its container's exit)
     # namespace/name, and namespace/workload: built once here, not in every cycle's World.
     key: str = field(init=False, repr=False, compare=False)
     workload_key: str | None = field(init=False, repr=False, compare=False)
@@ -275,13 +277,15 @@ def pod_facts(body: Mapping[str, Any]) -> PodFacts:
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
     replica = labels.get(api.REPLICA_LABEL)
-    built = (meta.get("annotations") or {}).get(api.GENERATION_ANNOTATION)
+    annotations = meta.get("annotations") or {}
+    built = annotations.get(api.GENERATION_ANNOTATION)
+    phase = status.get("phase", "Pending")
     return PodFacts(
         namespace=meta.get("namespace", ""),
         name=meta["name"],
         uid=meta.get("uid", ""),
         node=spec.get("nodeName") or "",
-        phase=status.get("phase", "Pending"),
+        phase=phase,
         deleting=bool(meta.get("deletionTimestamp")),
         ready=ready,
         requests=_counts(tuple(requests.items())),
@@ -292,7 +296,28 @@ def pod_facts(body: Mapping[str, Any]) -> PodFacts:
         unschedulable_since=since,
         unschedulable_message=message,
         generation=int(built) if built and built.isdigit() else None,
+        template_hash=intern(h) if (h := annotations.get(api.TEMPLATE_HASH_ANNOTATION)) else None,
+        failure=failure_reason(status) if phase == "Failed" else "",
     )
+
+
+def failure_reason(status: Mapping[str, Any]) -> str:
+    """Why a Failed pod failed, in words: the first container that exited non-zero (its exit
+    code, reason and message), else the pod's own reason (Evicted, DeadlineExceeded...)."""
+    for container in status.get("containerStatuses") or []:
+        ended = (container.get("state") or {}).get("terminated") or {}
+        code = ended.get("exitCode")
+        if code not in (None, 0):
+            text = f"container {container.get('name', '?')} exited with code {code}"
+            if ended.get("reason"):
+                text += f" ({ended['reason']})"
+            if ended.get("message"):
+                text += f": {str(ended['message'])[:200]}"
+            return text
+    reason, message = status.get("reason"), status.get("message")
+    if reason or message:
+        return ": ".join(str(x) for x in (reason, message) if x)[:300]
+    return "it failed"
 
 
 def fingerprint(candidates: Iterable[Mapping[str, Any]]) -> int:

@@ -202,9 +202,67 @@ def settled_message(status: Mapping[str, Any], pool: str, draining: bool) -> str
     return str(placed.get("message", "")) if placed else f"placed on {pool}"
 
 
+# The reason a replica added by a scale up waits for a node, as the repairs carry it.
+SCALED_UP = "added by a scale to"
+
+
+def replica_list(replicas: Iterable[int]) -> str:
+    """`replica 3`, `replicas 3-39` (a run), `replicas 1, 4`: short however many."""
+    ordered = sorted(replicas)
+    if len(ordered) == 1:
+        return f"replica {ordered[0]}"
+    if ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"replicas {ordered[0]}-{ordered[-1]}"
+    return "replicas " + ", ".join(map(str, ordered))
+
+
 def lost_message(lost: Mapping[int, str]) -> str:
-    """`replica 1 lost: node n-3 was deleted`, for each replica lost with its node."""
-    return "; ".join(f"replica {r} lost: {why}" for r, why in sorted(lost.items()))
+    """`replica 1 lost: node n-3 was deleted`, for each replica lost with its node, and
+    `replicas 3-39 added by a scale to 40` for those a scale up added (one phrase)."""
+    scaled = [r for r, why in lost.items() if why.startswith(SCALED_UP)]
+    parts = [f"replica {r} lost: {why}" for r, why in sorted(lost.items()) if r not in scaled]
+    if scaled:
+        parts.append(f"{replica_list(scaled)} {lost[scaled[0]]}")
+    return "; ".join(parts)
+
+
+# Ready reasons whose message replaced the placement's for a while (a refusal, a loss, a
+# scale up, a restart): once over, the message is the placement's again.
+_PASSING = ("PodsRefused", "ReplicasLost", "ScalingUp", "GangRestarting")
+
+
+def restarting_status(
+    facts: ObjectFacts, restarts: int, limit: int, failure: Mapping[str, Any], now: datetime
+) -> dict[str, Any]:
+    """A batch gang restarted whole after `failure` (tessera.controller.restarts): Placed
+    again on its pool, the restart counted, the failure kept."""
+    conds = facts.status.get("conditions") or []
+    gen = facts.generation
+    message = (
+        f"restarting the gang ({restarts} of {limit} restarts): pod {failure['pod']} "
+        f"failed: {failure['reason']}"
+    )
+    kept = [c for c in conds if c.get("type") not in ("Ready", "Complete", "Failed")]
+    return {
+        "phase": api.Phase.PLACED.value,
+        "restarts": restarts,
+        "lastFailure": dict(failure),
+        "readyReplicas": 0,
+        "message": message,
+        "observedGeneration": gen,
+        "conditions": [
+            *kept,
+            condition("Ready", False, "GangRestarting", message, gen, conds, now),
+        ],
+    }
+
+
+def _past_limit(spec: api.WorkloadSpec, status: Mapping[str, Any]) -> str:
+    """What a batch gang's Failed message adds when it had restarts to spend."""
+    limit = spec.failure_policy.backoff_limit
+    if not limit:
+        return ""
+    return f" (backoffLimit {limit} reached after {int(status.get('restarts') or 0)} restarts)"
 
 
 def lifecycle_status(
@@ -236,10 +294,7 @@ def lifecycle_status(
     previous = status.get("conditions") or []
     kept = [c for c in previous if c.get("type") not in ("Ready", "Complete", "Failed")]
     message = str(status.get("message", ""))
-    if any(
-        c.get("type") == "Ready" and c.get("reason") in ("PodsRefused", "ReplicasLost")
-        for c in previous
-    ):
+    if any(c.get("type") == "Ready" and c.get("reason") in _PASSING for c in previous):
         # The refusal (or the loss) is over: the message is the placement's again.
         message = next((c["message"] for c in previous if c.get("type") == "Placed"), message)
     batch = not spec.is_service
@@ -247,8 +302,19 @@ def lifecycle_status(
     def cond(type_: str, ok: bool, reason: str, text: str) -> dict[str, Any]:
         return condition(type_, ok, reason, text, generation, previous, now)
 
+    extra: dict[str, Any] = {}
     if batch and failed:
-        phase, message = api.Phase.FAILED, f"pod {failed[0].name} failed"
+        first = min(failed, key=lambda p: (p.replica is None, p.replica, p.name))
+        why = first.failure or "it failed"
+        phase = api.Phase.FAILED
+        message = f"pod {first.name} failed: {why}{_past_limit(spec, status)}"
+        extra["lastFailure"] = {
+            "pod": first.name,
+            "uid": first.uid,
+            "replica": first.replica or 0,
+            "reason": why[:500],
+            "at": iso(now),
+        }
         new = [
             cond("Failed", True, "PodFailed", message),
             cond("Ready", False, "PodFailed", message),
@@ -264,6 +330,7 @@ def lifecycle_status(
         reason = "PodLost"
         if lost:
             message, reason = f"{lost_message(lost)}: the gang cannot complete", "NodeLost"
+        message += _past_limit(spec, status)
         new = [cond("Failed", True, reason, message), cond("Ready", False, reason, message)]
     elif ready >= want:
         phase = api.Phase.RUNNING
@@ -276,8 +343,9 @@ def lifecycle_status(
         started = len(live) >= want and all(p.phase == "Running" for p in live)
         phase = api.Phase.RUNNING if healing or started else api.Phase.PLACED
         if lost:
-            message = f"{lost_message(lost)}; placing again on {pool} once it has room"
-            new = [cond("Ready", False, "ReplicasLost", message)]
+            message = f"{lost_message(lost)}; waiting for room on {pool}"
+            scaling = all(why.startswith(SCALED_UP) for why in lost.values())
+            new = [cond("Ready", False, "ScalingUp" if scaling else "ReplicasLost", message)]
         elif refused and len(live) + created < want:
             message = refused
             new = [cond("Ready", False, "PodsRefused", refused)]
@@ -293,6 +361,7 @@ def lifecycle_status(
         "message": message,
         "conditions": kept + new,
         "observedGeneration": generation,
+        **extra,
     }
 
 
