@@ -34,9 +34,14 @@ REPO = HACK.parent
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 # resourcequota: admission refuses every pod of a namespace with a ResourceQuota whose usage
 # no controller has computed, so a quota on accelerators can be tried here as on a cluster.
+# endpointslice: fills the EndpointSlices of a Workload's headless Service from kwok's pod IPs,
+# so what a replica's DNS name would resolve to can be read (tests/e2e/test_distributed.py).
+# horizontalpodautoscaling: an HPA reads a Workload's scale subresource (there are no pod
+# metrics here, so it reads the scale and stops there: tests/e2e/test_service_scaling.py).
 CONTROLLERS = (
     "garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher,"
-    "deployment,replicaset,job,podgc,clusterrole-aggregation,resourcequota"
+    "deployment,replicaset,job,podgc,clusterrole-aggregation,resourcequota,endpointslice,"
+    "horizontalpodautoscaling"
 )
 
 # Only LISTs are audited (who listed what, not the bodies): rare by design, so the log stays

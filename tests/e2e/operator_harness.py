@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
 
@@ -335,18 +335,18 @@ def clear_workloads(k: Kubectl, timeout: float = 90) -> None:
     wait_for("the namespace's pods gone", lambda: not k.pods(), timeout, every=1)
 
 
-class CapacityWatch:
-    """Samples every Tessera pod in the background: devices promised per node (bound, or
-    pinned by affinity) must never exceed the node's allocatable."""
+class Sampler:
+    """Calls `sample()` every `every` seconds in a background thread while in a `with`
+    block: what a test must see hold at every moment, not just at the end."""
 
-    def __init__(self, k: Kubectl, allocatable: int) -> None:
-        self.k, self.allocatable = k, allocatable
-        self.worst: dict[str, int] = defaultdict(int)
+    every = 0.25
+
+    def __init__(self) -> None:
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> CapacityWatch:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -356,18 +356,32 @@ class CapacityWatch:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            per_node: dict[str, int] = defaultdict(int)
-            for pod in self.k.pods():
-                if pod["status"].get("phase") in ("Succeeded", "Failed"):
-                    continue
-                node = pod["spec"].get("nodeName") or _pinned(pod)
-                per_node[node] += int(
-                    pod["spec"]["containers"][0]["resources"]["requests"][RESOURCE]
-                )
-            for node, n in per_node.items():
-                self.worst[node] = max(self.worst[node], n)
+            self.sample()
             self.samples += 1
-            time.sleep(0.25)
+            self._stop.wait(self.every)
+
+    def sample(self) -> None:
+        raise NotImplementedError
+
+
+class CapacityWatch(Sampler):
+    """Samples every Tessera pod in the background: devices promised per node (bound, or
+    pinned by affinity) must never exceed the node's allocatable."""
+
+    def __init__(self, k: Kubectl, allocatable: int) -> None:
+        super().__init__()
+        self.k, self.allocatable = k, allocatable
+        self.worst: dict[str, int] = defaultdict(int)
+
+    def sample(self) -> None:
+        per_node: dict[str, int] = defaultdict(int)
+        for pod in self.k.pods():
+            if pod["status"].get("phase") in ("Succeeded", "Failed"):
+                continue
+            node = pod["spec"].get("nodeName") or _pinned(pod)
+            per_node[node] += int(pod["spec"]["containers"][0]["resources"]["requests"][RESOURCE])
+        for node, n in per_node.items():
+            self.worst[node] = max(self.worst[node], n)
 
     def assert_never_over(self) -> None:
         assert self.samples > 3
@@ -380,3 +394,24 @@ def _pinned(pod: dict[str, Any]) -> str:
         "requiredDuringSchedulingIgnoredDuringExecution"
     ]["nodeSelectorTerms"]
     return str(terms[0]["matchFields"][0]["values"][0])
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    conds = pod["status"].get("conditions") or []
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+    return ready and not pod["metadata"].get("deletionTimestamp")
+
+
+class ReadyWatch(Sampler):
+    """Counts the workload's Ready pods (not terminating) every 0.2 s in the background."""
+
+    every = 0.2
+
+    def __init__(self, k: Kubectl, name: str) -> None:
+        super().__init__()
+        self.k, self.name = k, name
+        self.counts: list[int] = []
+
+    def sample(self) -> None:
+        pods = self.k.pods(**{"tessera.dev/workload": self.name})
+        self.counts.append(sum(is_ready(p) for p in pods))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,7 @@ from operator_harness import (
     REPO,
     Kubectl,
     Operator,
+    Sampler,
     drop_pools,
     install_crds,
     make_pool,
@@ -332,61 +334,154 @@ def refusing(ns: Kubectl) -> Iterator[Callable[..., None]]:
         )
 
 
-def test_a_gang_refused_part_way_is_completed_once_the_refusal_lifts(
+class GangWatch(Sampler):
+    """Samples the namespace's pods every 0.2 s in the background and keeps, per workload,
+    the longest stretch in which some but not all of its `replicas` pods were live (not
+    terminating): how long a half-made gang was left holding its pool."""
+
+    every = 0.2
+
+    def __init__(self, k: Kubectl, replicas: int) -> None:
+        super().__init__()
+        self.k, self.replicas = k, replicas
+        self.longest: dict[str, float] = {}
+        self._since: dict[str, float] = {}
+
+    def sample(self) -> None:
+        live: dict[str, int] = {}
+        for pod in self.k.pods():
+            if not pod["metadata"].get("deletionTimestamp"):
+                name = pod["metadata"]["labels"]["tessera.dev/workload"]
+                live[name] = live.get(name, 0) + 1
+        now = time.monotonic()
+        for name in set(live) | set(self._since):
+            if 0 < live.get(name, 0) < self.replicas:
+                since = self._since.setdefault(name, now)
+                self.longest[name] = max(self.longest.get(name, 0.0), now - since)
+            else:
+                self._since.pop(name, None)
+
+    def assert_no_half_gang_held(self, longer_than: float = 3.0) -> None:
+        assert self.samples > 5
+        held = {n: round(t, 1) for n, t in self.longest.items() if t > longer_than}
+        assert not held, f"gangs left half-made (seconds): {held}"
+
+
+def retry_deadline(statuses: list[dict[str, Any]], pool: str) -> float:
+    """Seconds from now until the last of these workloads may try `pool` again."""
+    retries = [
+        datetime.fromisoformat(e["retryAt"]).timestamp()
+        for s in statuses
+        for e in s.get("excludedPools") or []
+        if e["pool"] == pool
+    ]
+    assert retries, statuses
+    return max(retries) - time.time()
+
+
+def test_a_gang_refused_part_way_is_withdrawn_whole_and_placed_again_once_the_refusal_lifts(
     ns: Kubectl, refusing: Callable[..., None]
 ) -> None:
-    # The third pod of a gang of 4 is refused, so the fourth is never sent. Once the refusal
-    # lifts, both follow within a cycle or two: no replica is left claimed as if in flight
-    # (it would wait CREATED_GRACE, 30 s, before anyone sent it).
+    # The third pod of a gang of 4 is refused: the gang is withdrawn at once, its two pods
+    # deleted (half a gang must not hold its pool, its pods waiting for peers that never
+    # come), the refusal said in its status, and mi300x (the only amd pool) excluded for a
+    # short backoff. Once the refusal lifts, the whole gang follows when the backoff ends:
+    # no replica is left claimed as if in flight (it would wait CREATED_GRACE, 30 s).
     refusing("2")
-    ns.apply(workload("gang", replicas=4, vendors=["amd"]))
-    wait_for("a refused create", lambda: "FailedCreate" in {e["reason"] for e in ns.events("gang")})
-    assert len(ns.pods(**{"tessera.dev/workload": "gang"})) == 2
-    refusing(None)
-    pods = wait_for(
-        "every replica created",
-        lambda: len(p := ns.pods(**{"tessera.dev/workload": "gang"})) == 4 and p,
-        timeout=15,
-    )
+    with GangWatch(ns, replicas=4) as watch:
+        ns.apply(workload("gang", replicas=4, vendors=["amd"]))
+        status = wait_for(
+            "the refusal in status",
+            lambda: (s := ns.status("gang")).get("excludedPools") and s,
+            timeout=15,
+        )
+        assert status["phase"] == "Pending" and status.get("pool") is None
+        assert "gang-mi300x-2 refused" in status["message"]
+        assert "refused by the test" in status["message"]
+        [excluded] = status["excludedPools"]
+        assert excluded["pool"] == "mi300x" and "refused by the test" in excluded["reason"]
+        wait_for("the withdrawn gang's pods gone", lambda: not ns.pods(), timeout=5)
+        refusing(None)
+        deadline = retry_deadline([ns.status("gang")], "mi300x")
+        assert deadline <= 21, deadline  # 10 s, doubled at most once meanwhile
+        pods = wait_for(
+            "every replica created",
+            lambda: len(p := ns.pods(**{"tessera.dev/workload": "gang"})) == 4 and p,
+            timeout=max(deadline, 0) + 8,
+        )
+    watch.assert_no_half_gang_held()
     replicas = sorted(p["metadata"]["labels"]["tessera.dev/replica"] for p in pods)
     assert replicas == ["0", "1", "2", "3"]
+    assert {p["metadata"]["labels"]["tessera.dev/pool"] for p in pods} == {"mi300x"}
+    assert "FallbackTriggered" in {e["reason"] for e in ns.events("gang")}
+    ns("wait", "--for=condition=Ready", "awl/gang", "-n", ns.ns, "--timeout=30s")
 
 
-def test_a_burst_refused_part_way_is_completed_once_the_refusal_lifts(
+def test_a_burst_refused_part_way_is_withdrawn_and_completed_once_the_refusal_lifts(
     ns: Kubectl, refusing: Callable[..., None]
 ) -> None:
     # 20 gangs of 4 placed in one cycle: a burst, whose pods are sent beside the loop. Every
-    # gang's third pod is refused, so its fourth is given back unsent. Once the refusal
-    # lifts, all 80 follow within seconds, none twice: no replica was left claimed.
+    # gang's third pod is refused, so every gang is withdrawn whole, none left half-made.
+    # Once the refusal lifts, all 80 follow when the backoff ends, none twice: no replica
+    # was left claimed.
     make_pool(ns, "refusal-wave", nodes=10, devices=8, draining=True)
     try:
         refusing("2")
-        ns.apply(
-            *[
-                workload(f"g-{i:02d}", replicas=4, count=1, pools=["refusal-wave"])
-                for i in range(20)
-            ]
-        )
 
         def statuses() -> list[dict[str, Any]]:
             return [i.get("status") or {} for i in ns.get("awl")["items"]]
 
-        wait_for("all waiting", lambda: all(s.get("candidates") for s in statuses()))
-        set_draining(ns, "refusal-wave", False)
+        with GangWatch(ns, replicas=4) as watch:
+            ns.apply(
+                *[
+                    workload(f"g-{i:02d}", replicas=4, count=1, pools=["refusal-wave"])
+                    for i in range(20)
+                ]
+            )
+            wait_for("all waiting", lambda: all(s.get("candidates") for s in statuses()))
+            set_draining(ns, "refusal-wave", False)
+
+            def withdrawn(s: dict[str, Any]) -> bool:
+                reasons = [e["reason"] for e in s.get("excludedPools") or []]
+                return (
+                    s.get("phase") == "Pending"
+                    and "refused by the test" in s.get("message", "")
+                    and any("refused by the test" in r for r in reasons)
+                )
+
+            # A gang withdrawn frees devices, which does not lift the other gangs' exclusions
+            # of the pool (a refusal is not for want of room): each waits out its backoff.
+            wait_for(
+                "every gang withdrawn, its refusal in its status",
+                lambda: all(withdrawn(s) for s in statuses()),
+                timeout=60,
+            )
+            wait_for("the withdrawn gangs' pods gone", lambda: not ns.pods(), timeout=10)
+            refusing(None)
+            deadline = retry_deadline(statuses(), "refusal-wave")
+            assert deadline <= 41, deadline  # 10 s, doubled twice at most meanwhile
+            pods = wait_for(
+                "all 80 pods",
+                lambda: len(p := ns.pods()) == 80 and p,
+                timeout=max(deadline, 0) + 10,
+            )
+        watch.assert_no_half_gang_held()
+        by_gang: dict[str, list[str]] = {}
+        for p in pods:
+            labels = p["metadata"]["labels"]
+            by_gang.setdefault(labels["tessera.dev/workload"], []).append(
+                labels["tessera.dev/replica"]
+            )
+        assert {g: sorted(r) for g, r in by_gang.items()} == {
+            f"g-{i:02d}": ["0", "1", "2", "3"] for i in range(20)
+        }
+        uids = {p["metadata"]["uid"] for p in pods}
         wait_for(
-            "every gang's refusal in its status",
-            lambda: all("refused" in s.get("message", "") for s in statuses()),
-            timeout=60,
+            "every gang Ready",
+            lambda: all(s.get("phase") == "Running" for s in statuses()),
+            timeout=30,
         )
-        pods = ns.pods()
-        assert sorted({p["metadata"]["labels"]["tessera.dev/replica"] for p in pods}) == [
-            "0",
-            "1",
-        ]
-        assert len(pods) == 40
-        refusing(None)
-        pods = wait_for("all 80 pods", lambda: len(p := ns.pods()) == 80 and p, timeout=20)
-        assert len({p["metadata"]["name"] for p in pods}) == 80
+        assert {p["metadata"]["uid"] for p in ns.pods()} == uids  # none sent twice
     finally:
         drop_pools(ns, {"refusal-wave": 10})
 
@@ -597,26 +692,28 @@ def test_a_gang_refused_on_its_pool_says_so_and_falls_back_to_the_next(
     ns: Kubectl, refusing: Callable[..., None], operator: Operator
 ) -> None:
     # The API server refuses the gang's second pod on h100, as a ResourceQuota of 8
-    # nvidia.com/gpu would. The status says so at once (without it the gang sat Placed, its
-    # first pod holding 8 devices, and only an Event told why); after fallbackAfterSeconds
-    # the gang is withdrawn from h100, its first pod deleted, and placed on the next pool.
+    # nvidia.com/gpu would. The gang is withdrawn from h100 at once, not after
+    # fallbackAfterSeconds (5 minutes here): its first pod deleted (it held 8 devices), the
+    # refusal said in its status, h100 excluded for a short backoff, and the gang placed on
+    # the next pool.
     refusing("1")
     refusing("h100", key="pool")
     manifest = workload("quota", replicas=2, count=8, vendors=["nvidia"], objective="performance")
-    manifest["spec"]["placement"] = {"fallbackAfterSeconds": 4}
+    manifest["spec"]["placement"] = {"fallbackAfterSeconds": 300}
     ns.apply(manifest)
-    assert placed(ns, "quota")["pool"] == "h100"
-    ready = wait_for(
-        "the refusal in status",
-        lambda: (c := ns.condition("quota", "Ready")) and c["reason"] == "PodsRefused" and c,
-        timeout=15,
+    status = wait_for(
+        "fallback", lambda: (s := ns.status("quota")).get("excludedPools") and s, timeout=20
     )
-    assert "quota-h100-1 refused" in ready["message"]
-    assert "refused by the test" in ready["message"]
-    assert ns.status("quota")["message"] == ready["message"]  # the -o wide MESSAGE column
-    status = wait_for("fallback", lambda: (s := ns.status("quota")).get("excludedPools") and s)
-    excluded = status["excludedPools"][0]
-    assert excluded["pool"] == "h100" and "refused for over 4s" in excluded["reason"]
+    [excluded] = status["excludedPools"]
+    assert excluded["pool"] == "h100"
+    assert "quota-h100-1 refused" in excluded["reason"]
+    assert "refused by the test" in excluded["reason"]
+    withdrawn = wait_for(
+        "FallbackTriggered",
+        lambda: next((e for e in ns.events("quota") if e["reason"] == "FallbackTriggered"), None),
+    )
+    assert withdrawn["message"].startswith("withdrawn from h100: pod quota-h100-1 refused")
+    assert "refused by the test" in withdrawn["message"]
     after = placed(ns, "quota")
     assert after["pool"] in ("a100", "l4")
     pods = wait_for(
@@ -635,5 +732,4 @@ def test_a_gang_refused_on_its_pool_says_so_and_falls_back_to_the_next(
     assert pods
     ns("wait", "--for=condition=Ready", "awl/quota", "-n", ns.ns, "--timeout=60s")
     assert ns.status("quota")["message"].startswith(f"placed on {after['pool']}")
-    assert "FallbackTriggered" in {e["reason"] for e in ns.events("quota")}
     assert (metric_value(operator.metrics(), "tessera_fallbacks_total", pool="h100") or 0) >= 1
