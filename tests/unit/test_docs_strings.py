@@ -63,6 +63,22 @@ FRAGMENTS = [
     "pods unschedulable for over ",
     # Migration off a draining pool (tessera.controller.fallback).
     " is draining; no other pool has room yet: ",
+    # Refused pods and Services (tessera.controller.writes).
+    " refused: ",
+    # Failed pods and gang restarts (tessera.world.facts.failure_reason, world.status).
+    " exited with code ",
+    "restarting the gang (",
+    " restarts): pod ",
+    " (backoffLimit ",
+    " reached after ",
+    # Scale up and rollout (tessera.world.status, controller.repairs, rollouts, lifecycle).
+    "added by a scale to",
+    "; waiting for room on ",
+    ": placed on ",
+    "rolling out a new template",
+    " replicas updated, ",
+    ": replacing pod ",
+    " with one of the new ",
 ]
 
 
