@@ -384,6 +384,12 @@ WORKLOAD_COLUMNS = (
     Column("Ready", "string", ".status.summary.ready", "Ready/desired replicas."),
     Column("Phase", "string", ".status.phase", "Pending, Placed, Running, Succeeded or Failed."),
     Column(
+        "Reason",
+        "string",
+        ".status.summary.reason",
+        "Why a waiting workload waits, in short (the first reason); empty once placed.",
+    ),
+    Column(
         "Restarts",
         "integer",
         ".status.restarts",

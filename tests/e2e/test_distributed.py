@@ -24,11 +24,9 @@ from typing import Any
 import pytest
 from operator_harness import (
     NO_FINALIZERS,
-    REPO,
     Kubectl,
     Operator,
     ReadyWatch,
-    install_crds,
     is_ready,
     make_pool,
     namespace,
@@ -53,24 +51,6 @@ POOLS = {"dist": (4, 8), "dist-scale": (2, 4), "dist-aws": (2, 8)}
 
 
 # --- fixtures ----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def installed(cluster: Any) -> Any:
-    """CRDs and the example pools (tpu-v5e among them), as an admin would apply them."""
-    install_crds(cluster)
-    cluster.kubectl(
-        "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "examples/pools")
-    )
-    return cluster
-
-
-@pytest.fixture(scope="module")
-def operator(installed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    op = Operator(installed.kubeconfig, tmp_path_factory.mktemp("operator"))
-    op.start()
-    yield op
-    op.stop()
 
 
 @pytest.fixture(scope="module")

@@ -17,31 +17,12 @@ from operator_harness import (
     REPO,
     Kubectl,
     Operator,
-    install_crds,
     namespace,
     wait_for,
     workload,
 )
 
 EXAMPLES = REPO / "examples" / "workloads"
-
-
-@pytest.fixture(scope="module")
-def installed(cluster: Any) -> Any:
-    """CRDs and the example pools, as an admin would apply them."""
-    install_crds(cluster)
-    cluster.kubectl(
-        "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "examples/pools")
-    )
-    return cluster
-
-
-@pytest.fixture(scope="module")
-def operator(installed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    op = Operator(installed.kubeconfig, tmp_path_factory.mktemp("operator"))
-    op.start()
-    yield op
-    op.stop()
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -44,14 +44,6 @@ RUNTIME = "tessera.dev/simulated-runtime-ms"  # kwok completes such batch pods
 def installed(cluster: Any) -> Any:
     install_crds(cluster)
     return cluster
-
-
-@pytest.fixture(scope="module")
-def operator(installed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    op = Operator(installed.kubeconfig, tmp_path_factory.mktemp("operator"))
-    op.start()
-    yield op
-    op.stop()
 
 
 # --- what a user reads -------------------------------------------------------------------------

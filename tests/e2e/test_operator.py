@@ -17,7 +17,6 @@ from operator_harness import (
     Operator,
     Sampler,
     drop_pools,
-    install_crds,
     make_pool,
     metric_value,
     namespace,
@@ -28,24 +27,6 @@ from operator_harness import (
 
 sys.path.insert(0, str(REPO / "hack"))
 import fleet as fleet_mod
-
-
-@pytest.fixture(scope="module")
-def installed(cluster: Any) -> Any:
-    """CRDs and the example pools, as an admin would apply them."""
-    install_crds(cluster)
-    cluster.kubectl(
-        "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "examples/pools")
-    )
-    return cluster
-
-
-@pytest.fixture(scope="module")
-def operator(installed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    op = Operator(installed.kubeconfig, tmp_path_factory.mktemp("operator"))
-    op.start()
-    yield op
-    op.stop()
 
 
 @pytest.fixture

@@ -30,14 +30,6 @@ def installed(cluster: Any) -> Any:
     return cluster
 
 
-@pytest.fixture(scope="module")
-def operator(installed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    op = Operator(installed.kubeconfig, tmp_path_factory.mktemp("operator"))
-    op.start()
-    yield op
-    op.stop()
-
-
 @pytest.fixture
 def ns(operator: Operator, installed: Any) -> Iterator[Kubectl]:
     with namespace(installed, "scale") as kubectl:

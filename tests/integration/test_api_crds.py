@@ -373,7 +373,7 @@ def test_printer_columns_answer_the_first_question(cluster: Any, namespace: str)
     }
     assert _patch_status(cluster, "columns", namespace, status).returncode == 0
     plain = cluster.kubectl("get", "awl", "columns", "-n", namespace).stdout
-    assert _columns(plain) == ["NAME", "POOL", "ACCELERATOR", "READY", "PHASE", "AGE"]
+    assert _columns(plain) == ["NAME", "POOL", "ACCELERATOR", "READY", "PHASE", "REASON", "AGE"]
     assert re.split(r"\s+", plain.splitlines()[1])[:5] == [
         "columns", "h100", "H100-SXM5-80GB", "2/2", "Running",
     ]  # fmt: skip

@@ -298,7 +298,7 @@ def test_printer_columns_answer_the_first_question() -> None:
     assert names("AcceleratorPool", False) == [
         "Vendor", "Model", "Nodes", "Available", "Draining", "Age",
     ]  # fmt: skip
-    assert names("Workload", False) == ["Pool", "Accelerator", "Ready", "Phase", "Age"]
+    assert names("Workload", False) == ["Pool", "Accelerator", "Ready", "Phase", "Reason", "Age"]
     assert names("Workload", True) == ["Restarts", "Score", "Objective", "Message"]
 
 

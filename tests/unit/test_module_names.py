@@ -35,3 +35,17 @@ def test_the_check_sees_a_clash(tmp_path: Path) -> None:
     (tmp_path / "hack" / "kit" / "__init__.py").write_text("")
     assert modules(tmp_path / "bench") & modules(tmp_path / "hack") == {"fleet"}
     assert modules(tmp_path / "hack") == {"fleet", "kit"}
+
+
+def test_no_test_module_name_is_in_two_test_folders() -> None:
+    """The test folders are not packages: pytest imports each test file by its name, and a
+    second file of that name elsewhere stops the whole run at collection."""
+    folders = [REPO / "tests" / name for name in ("unit", "integration", "e2e")]
+    seen: dict[str, Path] = {}
+    clashes = []
+    for folder in folders:
+        for stem in sorted(p.stem for p in folder.glob("test_*.py")):
+            if stem in seen:
+                clashes.append(f"{stem} in {seen[stem].name}/ and {folder.name}/")
+            seen.setdefault(stem, folder)
+    assert not clashes, f"rename one side: {clashes}"

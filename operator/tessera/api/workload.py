@@ -461,6 +461,14 @@ class WorkloadSummary(Model):
     """Pre-formatted figures for `kubectl get` columns."""
 
     ready: str = described("Ready/desired replicas, e.g. 2/4.", "0/0")
+    reason: str | None = described(
+        "A waiting workload's first reason, at most 60 characters (e.g. `h100: room for 1 "
+        "of 2 pods`): the best feasible pool and what it lacks now, or the nearest pool and "
+        "what rules it out. Written with the candidates it is taken from, never on its own; "
+        "taken off once placed.",
+        None,
+        max_length=60,
+    )
 
 
 class WorkloadStatus(Model):
@@ -482,8 +490,17 @@ class WorkloadStatus(Model):
     candidates: list[Candidate] = described(
         "Pools considered, best first, capped at 8: the feasible ones, then the near misses "
         "(pools the workload's own pools, vendors and models let through; every pool when "
-        "none passes them).",
+        "none passes them). Capped so that a status, written again whenever a waiting "
+        "workload's reasons change, stays small whatever the fleet: eight covers every pool "
+        "of most fleets and the real choices of the rest. `tessera explain` and `tessera "
+        "plan` list every pool.",
         default_factory=list,
+    )
+    candidates_omitted: int = described(
+        "Pools considered but left out of candidates by the cap: feasible pools and near "
+        "misses past the first 8.",
+        0,
+        ge=0,
     )
     excluded_pools: list[ExcludedPool] = described(
         "Pools withdrawn from after a fallback; tried again when they change or their "

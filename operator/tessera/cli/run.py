@@ -12,11 +12,29 @@ import sys
 from tessera import __version__
 from tessera.errors import ClusterUnreachable, CRDsMissing
 
+EXAMPLES = """\
+examples:
+  # in the cluster (its service account), else the kubeconfig's context; every namespace
+  tessera run
+
+  # two namespaces only, JSON log lines, metrics on another port
+  tessera run -n ml -n research --log-format json --metrics-port 9090
+
+  # one of several replicas (what the Helm chart's ha.enabled runs)
+  tessera run --leader-elect --lease-namespace tessera-system
+"""
+
 
 def register(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
-    run = sub.add_parser("run", parents=[common], help="run the operator")
+    run = sub.add_parser(
+        "run",
+        parents=[common],
+        help="run the operator",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     run.add_argument(
         "-n",
         "--namespace",

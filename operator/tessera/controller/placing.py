@@ -253,9 +253,16 @@ class Placing:
         workload is planned again each cycle: the check comes before the status is built)."""
         message = decision.message or "waiting for capacity"
         candidates = dump(decision.candidates)
-        if facts.status.get("message") == message and facts.candidates == fingerprint(candidates):
+        if (
+            facts.status.get("message") == message
+            and facts.candidates == fingerprint(candidates)
+            and (facts.status.get("candidatesOmitted") or 0) == decision.omitted
+            and "reason" in (facts.status.get("summary") or {})
+        ):
             return
-        status, reason = waiting_status(facts, message, candidates, spec.replicas, now)
+        status, reason = waiting_status(
+            facts, message, candidates, spec.replicas, now, decision.omitted, decision.waiting_for
+        )
         try:
             self.writes.status(facts, status)
         except Conflict:

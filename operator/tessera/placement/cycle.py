@@ -129,7 +129,13 @@ def _copies(pools: Sequence[PoolWork]) -> list[PoolWork]:
     return [PoolWork(view=p.view, fit=p.fit.copy(), releases=list(p.releases)) for p in pools]
 
 
-def plan(pending: Sequence[PendingWorkload], snapshot: Snapshot, now: datetime) -> list[Decision]:
+def plan(
+    pending: Sequence[PendingWorkload],
+    snapshot: Snapshot,
+    now: datetime,
+    *,
+    shown: int | None = explain.MAX_CANDIDATES,
+) -> list[Decision]:
     """Decide placements for the pending workloads over one snapshot, in priority then age
     order (ties by namespace and name); each placement is folded into the snapshot before the
     next workload is considered. Returns one decision per workload, in that order.
@@ -139,7 +145,10 @@ def plan(pending: Sequence[PendingWorkload], snapshot: Snapshot, now: datetime) 
     contention), and a second pass takes, for each workload, the pools the auction gave its
     kind first (the objective's best of them to the oldest), then the rest by score less
     contention. The second pass is kept only if it places exactly the same workloads, so
-    contention moves workloads between pools but never changes who runs."""
+    contention moves workloads between pools but never changes who runs.
+
+    Each decision lists `shown` candidates (what a status keeps); None lists every pool
+    considered, as `tessera plan` and `tessera explain` show them."""
     untouched = _pools(snapshot, now)  # the auction reads it, then the second pass takes it
     pools = _copies(untouched)
     statics: dict[tuple[object, ...], Static] = {}
@@ -156,7 +165,7 @@ def plan(pending: Sequence[PendingWorkload], snapshot: Snapshot, now: datetime) 
         if st is None:
             st = statics[sig] = _static(w, pools, ns_labels)
         queue.append((w, st, ns_labels))
-    plain = _pass(queue, pools, {})
+    plain = _pass(queue, pools, {}, shown)
     admitted = _placed(plain)
     if len(admitted) < 2:
         return plain  # nothing to share
@@ -165,7 +174,7 @@ def plan(pending: Sequence[PendingWorkload], snapshot: Snapshot, now: datetime) 
     prices = _auction(statics, untouched)
     if not any(prices.values()):
         return plain
-    priced = _pass(queue, untouched, prices)
+    priced = _pass(queue, untouched, prices, shown)
     return priced if _placed(priced) == admitted else plain
 
 
@@ -176,8 +185,15 @@ def _placed(decisions: list[Decision]) -> set[tuple[str, str]]:
 _Queue = Sequence[tuple[PendingWorkload, Static, Mapping[str, str]]]
 
 
-def _pass(queue: _Queue, pools: list[PoolWork], prices: dict[str, float]) -> list[Decision]:
-    state = Pass(serial=2 if prices else 1, pools={p.view.name: p for p in pools}, prices=prices)
+def _pass(
+    queue: _Queue, pools: list[PoolWork], prices: dict[str, float], shown: int | None
+) -> list[Decision]:
+    state = Pass(
+        serial=2 if prices else 1,
+        pools={p.view.name: p for p in pools},
+        prices=prices,
+        shown=shown,
+    )
     return [_decide(w, st, ns, state) for w, st, ns in queue]
 
 
@@ -238,7 +254,7 @@ def _decide(w: PendingWorkload, st: Static, ns_labels: Mapping[str, str], state:
     shown = scan.rows
     if shown is None:  # a decision's notes are added when its explanation is read
         rows = []
-        for i, r in enumerate(ranked[: explain.MAX_CANDIDATES]):
+        for i, r in enumerate(ranked[: state.shown]):
             fit = pools[r.scored.pool.name].fit
             seen = st.rows.get((id(ranked), i))
             if seen is not None and seen[0] is fit and seen[1] == fit.version:
@@ -251,7 +267,8 @@ def _decide(w: PendingWorkload, st: Static, ns_labels: Mapping[str, str], state:
                 st.rows[id(ranked), i] = (fit, fit.version, row)
             rows.append(row)
         shown = scan.rows = tuple(rows)
-    ruled_out = st.nearest_misses(explain.MAX_CANDIDATES - len(shown))
+    ruled_out = st.nearest_misses(None if state.shown is None else state.shown - len(shown))
+    omitted = len(ranked) - len(shown) + len(st.ruled_out) - len(ruled_out)
     late_shown: tuple[str | float, ...] = ()
     if late is not None:
         for i, row in enumerate(shown):
@@ -288,6 +305,7 @@ def _decide(w: PendingWorkload, st: Static, ns_labels: Mapping[str, str], state:
             f"{replicas} x {count} {pool.resource}",
             _rows=shown,
             _ruled_out=ruled_out,
+            omitted=omitted,
             _notes=notes or _NO_NOTES,
             _late=late_shown,
             _workload=w,
@@ -306,6 +324,7 @@ def _decide(w: PendingWorkload, st: Static, ns_labels: Mapping[str, str], state:
         message=_waiting_message(w, st, wait, notes, ns_labels, shown),
         _rows=shown,
         _ruled_out=ruled_out,
+        omitted=omitted,
         _notes=notes or _NO_NOTES,
         _late=late_shown,
         _workload=w,

@@ -36,6 +36,9 @@ class Decision:
     # estimatedDuration: its devices come back that long after the decision, in this plan
     # and, through status.expectedFinish, in every later one.
     runtime: float | None = None
+    # Feasible pools and near misses considered but not among the candidates (the plan's
+    # `shown` cap): status.candidatesOmitted.
+    omitted: int = 0
     _rows: tuple[Row, ...] = field(default=(), repr=False, compare=False)
     _ruled_out: tuple[PoolView, ...] = field(default=(), repr=False, compare=False)
     _notes: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -51,7 +54,7 @@ class Decision:
 
     @functools.cached_property
     def candidates(self) -> tuple[api.Candidate, ...]:
-        """The pools considered, best first, at most MAX_CANDIDATES: feasible ones in the
+        """The pools considered, best first, at most the plan's `shown`: feasible ones in the
         order the workload took them, then the nearest misses with every reason."""
         notes = late_notes(self._late)
         notes.update(self._notes)
@@ -94,4 +97,5 @@ class Decision:
             "waitingFor": self.waiting_for,
             "message": self.message,
             "candidates": [c.model_dump(by_alias=True) for c in self.candidates],
+            "candidatesOmitted": self.omitted,
         }

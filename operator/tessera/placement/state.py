@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tessera import api
+from tessera.placement.explain import MAX_CANDIDATES
 from tessera.placement.fit import NodeFit, earliest_fit
 from tessera.placement.scoring import Scored
 from tessera.placement.snapshot import PoolView
@@ -53,6 +54,7 @@ class Pass:
     pools: dict[str, PoolWork]
     prices: dict[str, float]
     placements: int = 0
+    shown: int | None = MAX_CANDIDATES  # candidates a decision lists; None: every pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,14 +83,15 @@ class Static:
     orders: dict[frozenset[str], list[Ranked]] = field(default_factory=dict)  # by: quota open
     scan: Scan | None = None  # the last look at which pools fit this kind
     by_speed: dict[int, Speeds] = field(default_factory=dict)  # by id(order)
-    cuts: dict[int, tuple[PoolView, ...]] = field(default_factory=dict)  # ruled_out[:n], by n
+    # ruled_out[:n], by n
+    cuts: dict[int | None, tuple[PoolView, ...]] = field(default_factory=dict)
     no_pool: dict[str, str] = field(default_factory=dict)  # "no pool can run" by namespace
     # the explanation's row of each pool shown, by (id(order), index), with the pool's fit
     # and its version when made: reused while that pool is unchanged
     rows: dict[tuple[int, int], tuple[NodeFit, int, Row]] = field(default_factory=dict)
 
-    def nearest_misses(self, n: int) -> tuple[PoolView, ...]:
-        """The first n of ruled_out, one tuple per n for the cycle."""
+    def nearest_misses(self, n: int | None) -> tuple[PoolView, ...]:
+        """The first n of ruled_out (all of them for None), one tuple per n for the cycle."""
         cut = self.cuts.get(n)
         if cut is None:
             cut = self.cuts[n] = self.ruled_out[:n]

@@ -4,7 +4,8 @@ the world and a decision imply. Pure: same inputs, same status; the shell writes
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -353,16 +354,48 @@ def lifecycle_status(
             text = f"{ready}/{want} replicas ready on {pool}"
             new = [cond("Ready", False, "ReplicasNotReady", text)]
     shown = min(ready, want)
+    summary: dict[str, Any] = {"ready": f"{shown}/{want}"}
+    if "reason" in (status.get("summary") or {}):
+        summary["reason"] = None  # the waiting reason, taken off by the merge patch
     return {
         "phase": phase.value,
         "replicas": len([p for p in live if not p.terminal]) + created + len(old),
         "readyReplicas": shown,
-        "summary": {"ready": f"{shown}/{want}"},
+        "summary": summary,
         "message": message,
         "conditions": kept + new,
         "observedGeneration": generation,
         **extra,
     }
+
+
+# status.summary.reason, the waiting workload's `kubectl get` column: at most this long.
+REASON_CHARS = 60
+
+# The capacity reasons (tessera.placement.feasibility.capacity_reason), said shorter.
+_NO_NODE = re.compile(r"no node has (\d+) free \S+ \(largest free: (\d+)\)")
+_ROOM = re.compile(r"room for (\d+) of (\d+) pods of \d+ \S+ now")
+
+
+def short_reason(candidates: Sequence[Mapping[str, Any]], waiting_for: str | None = None) -> str:
+    """The first reason a workload waits, for a narrow column (status.summary.reason): the
+    pool it waits for, else the first candidate with a reason (the best feasible pool, or
+    the nearest miss), as `POOL: reason`, at most REASON_CHARS characters."""
+    if waiting_for is not None:
+        return _clip(f"waiting for {waiting_for}: expected to finish sooner")
+    first = next((c for c in candidates if c.get("reasons")), None)
+    if first is None:
+        return "no pool" if not candidates else "waiting for capacity"
+    why = str(first["reasons"][0])
+    if m := _NO_NODE.fullmatch(why):
+        why = f"no node has {m.group(1)} free (largest {m.group(2)})"
+    elif m := _ROOM.fullmatch(why):
+        why = f"room for {m.group(1)} of {m.group(2)} pods"
+    return _clip(f"{first.get('pool')}: {why}")
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 3].rstrip() + "..."
 
 
 def dump(models: Iterable[Any]) -> list[dict[str, Any]]:
@@ -391,6 +424,8 @@ def placement_status(
         "score": decision.score,
         "assignments": dump(decision.assignments),
         "candidates": dump(decision.candidates),
+        "candidatesOmitted": decision.omitted,
+        "summary": {"reason": None},  # no longer waiting (a merge patch: `ready` is kept)
         "message": message,
         "placedAt": iso(now),
         "expectedFinish": finish,
@@ -428,9 +463,13 @@ def waiting_status(
     candidates: list[dict[str, Any]],
     replicas: int,
     now: datetime,
+    omitted: int = 0,
+    waiting_for: str | None = None,
 ) -> tuple[dict[str, Any], str]:
-    """A workload left waiting, with the candidates (dumped) and why; and the Placed
-    condition's reason: waiting for room, or no pool can ever run it."""
+    """A workload left waiting, with the candidates (dumped), how many more pools were
+    considered (`omitted`), and why, at length and in short (summary.reason, from the same
+    candidates: written with them, never on its own); and the Placed condition's reason:
+    waiting for room, or no pool can ever run it."""
     conds = facts.status.get("conditions") or []
     gen = facts.generation
     feasible = any(c.get("feasible") for c in candidates)
@@ -438,9 +477,10 @@ def waiting_status(
     status = {
         "phase": api.Phase.PENDING.value,
         "candidates": candidates,
+        "candidatesOmitted": omitted,
         "message": message,
         "observedGeneration": gen,
-        "summary": {"ready": f"0/{replicas}"},
+        "summary": {"ready": f"0/{replicas}", "reason": short_reason(candidates, waiting_for)},
         "conditions": [
             condition("Placed", False, reason, message, gen, conds, now),
             condition("Ready", False, "NotPlaced", message, gen, conds, now),
