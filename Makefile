@@ -67,7 +67,8 @@ crds: $(STAMP) ## Regenerate crds/, docs/api.md and the chart's generated parts 
 	@$(PY) hack/gen_crds.py
 	@$(PY) hack/sync_chart.py
 
-chart: $(STAMP) tools ## Regenerate the chart's CRDs and RBAC, and deploy/, from crds/ and the code
+chart: $(STAMP) tools ## Regenerate the chart's CRDs, RBAC and dashboard, and deploy/, from crds/ and the code
+	@$(PY) hack/dashboard.py
 	@$(PY) hack/sync_chart.py
 
 lock: $(STAMP) ## Rewrite requirements.lock (the image's pins) and requirements-dev.lock from .venv

@@ -29,6 +29,7 @@ ALL_FEATURES = [
     "--set", "ha.enabled=true",
     "--set", "metrics.serviceMonitor.enabled=true",
     "--set", "metrics.prometheusRule.enabled=true",
+    "--set", "metrics.dashboard.enabled=true",
     "--set", "operator.verbose=true",
     "--set", "operator.logFormat=text",
 ]  # fmt: skip
