@@ -56,19 +56,21 @@ from tessera.api.pool import (
 from tessera.api.workload import (
     POD_TEMPLATE_SCHEMA,
     AcceleratorNeeds,
-    Assignment,
-    Candidate,
     Distributed,
-    ExcludedPool,
     FailurePolicy,
     Framework,
     PlacementPolicy,
-    PodFailure,
-    ScoreBreakdown,
     Variant,
     Weights,
     Workload,
     WorkloadSpec,
+)
+from tessera.api.workload_status import (
+    Assignment,
+    Candidate,
+    ExcludedPool,
+    PodFailure,
+    ScoreBreakdown,
     WorkloadStatus,
     WorkloadSummary,
 )
