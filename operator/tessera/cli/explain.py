@@ -14,7 +14,6 @@ from tessera import api, placement
 from tessera.cli.live import NO, OK, Failed, add_output, connect, emit, guarded, world
 from tessera.cli.plan import Expected, plan_live
 from tessera.errors import ApiError, ClusterUnreachable, NotFound
-from tessera.world import exclusions
 
 EXAMPLES = """\
 examples:
@@ -140,13 +139,12 @@ def _explain(args: argparse.Namespace) -> int:
             now = datetime.now(UTC)
             live = world(kube)
             facts = live.workloads.get(key)
-            entries = (facts.status.get("excludedPools") if facts else None) or ()
-            target = placement.PendingWorkload(
-                namespace=namespace,
-                name=name,
-                spec=spec,
-                created_at=facts.created if facts else now,
-                excluded_pools=exclusions.active(entries, now, live.seen) if entries else {},
+            target = (
+                live.pending(facts, spec, now)
+                if facts is not None
+                else placement.PendingWorkload(
+                    namespace=namespace, name=name, spec=spec, created_at=now
+                )
             )
             decision, expected = plan_live(live, target, now)
             candidates = list(decision.candidates)

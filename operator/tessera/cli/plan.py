@@ -20,7 +20,6 @@ from tessera import api, placement
 from tessera.cli.live import BAD, NO, OK, Failed, add_output, connect, emit, guarded, world
 from tessera.errors import ApiError, ClusterUnreachable
 from tessera.placement.explain import hours
-from tessera.world import exclusions
 from tessera.world.facts import TERMINAL, validation_message
 from tessera.world.snapshot import World
 
@@ -136,26 +135,15 @@ def parsed_spec(spec: Mapping[str, Any]) -> api.WorkloadSpec:
 def queue(world: World, now: datetime, leave_out: str = "") -> list[placement.PendingWorkload]:
     """The workloads waiting for a pool, as the controller's placing phase plans them
     (tessera.controller.placing); specs the models refuse are left out, and `leave_out`."""
-    terminating = world.terminating
     out = []
-    for key in sorted(world.unplaced):
-        facts = world.workloads[key]
-        if key == leave_out or world.stale_pods(key) or facts.namespace in terminating:
+    for key, facts in sorted(world.waiting().items()):
+        if key == leave_out:
             continue
         try:
             spec = api.WorkloadSpec.model_validate(facts.spec)
         except ValidationError:
             continue
-        entries = facts.status.get("excludedPools") or ()
-        out.append(
-            placement.PendingWorkload(
-                namespace=facts.namespace or "",
-                name=facts.name,
-                spec=spec,
-                created_at=facts.created,
-                excluded_pools=exclusions.active(entries, now, world.seen) if entries else {},
-            )
-        )
+        out.append(world.pending(facts, spec, now))
     return out
 
 

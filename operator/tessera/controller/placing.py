@@ -19,7 +19,6 @@ from tessera.controller.specs import parse_spec
 from tessera.controller.threads import Workers, guard
 from tessera.controller.writes import Writes
 from tessera.errors import Conflict
-from tessera.world import exclusions
 from tessera.world.facts import ObjectFacts, fingerprint
 from tessera.world.pacing import Bursts
 from tessera.world.snapshot import World
@@ -57,16 +56,9 @@ class Placing:
             return parse_spec(facts, now, self.writes, self.events)
 
         def excluded_of(facts: ObjectFacts) -> dict[str, str]:
-            entries = facts.status.get("excludedPools") or ()
-            return exclusions.active(entries, now, world.seen) if entries else {}
+            return world.excluded(facts, now)
 
-        terminating = world.terminating
-        unplaced = {
-            key: facts
-            for key in world.unplaced
-            if not world.stale_pods(key)  # placed again once they are gone (same names)
-            and (facts := world.workloads[key]).namespace not in terminating
-        }
+        unplaced = world.waiting()
         at = self.clock.monotonic()
         self.pending_since = {key: self.pending_since.get(key, at) for key in unplaced}
         pending: list[placement.PendingWorkload] = []
@@ -76,15 +68,7 @@ class Placing:
             if spec is None:
                 continue
             specs[key] = spec
-            pending.append(
-                placement.PendingWorkload(
-                    namespace=facts.namespace or "",
-                    name=facts.name,
-                    spec=spec,
-                    created_at=facts.created,
-                    excluded_pools=excluded_of(facts),
-                )
-            )
+            pending.append(world.pending(facts, spec, now))
         moving = {m.facts.key: m for m in moves(world, self.ledger, spec_of, excluded_of)}
         fixing = {
             r.facts.key: r

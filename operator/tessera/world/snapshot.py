@@ -7,6 +7,7 @@ import functools
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import InitVar, dataclass, field
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -15,7 +16,7 @@ from tessera import api, placement
 from tessera.catalog import Accelerator
 from tessera.placement.snapshot import NodeState, PoolState, Release, Taint
 from tessera.world.caches import PodIndex, WorkloadIndex, WorldCache, add_devices, by_id, changed
-from tessera.world.exclusions import in_force
+from tessera.world.exclusions import active, in_force
 from tessera.world.facts import (
     TERMINAL,
     NodeFacts,
@@ -365,6 +366,35 @@ class World:
         """Namespaces being deleted: their workloads get no new placements or pods (read by
         every visit: computed once per World)."""
         return {name for name, ns in self.namespaces.items() if getattr(ns, "terminating", False)}
+
+    def waiting(self) -> dict[str, ObjectFacts]:
+        """The unplaced workloads to plan now, by key: not those whose pods of an earlier
+        spec are still going (placed again once they are gone: same names), nor those of a
+        namespace being deleted."""
+        terminating = self.terminating
+        return {
+            key: facts
+            for key in self.unplaced
+            if not self.stale_pods(key)
+            and (facts := self.workloads[key]).namespace not in terminating
+        }
+
+    def excluded(self, facts: ObjectFacts, now: datetime) -> dict[str, str]:
+        """The workload's exclusions in force now, pool -> why (tessera.world.exclusions)."""
+        entries = facts.status.get("excludedPools") or ()
+        return active(entries, now, self.seen) if entries else {}
+
+    def pending(
+        self, facts: ObjectFacts, spec: api.WorkloadSpec, now: datetime
+    ) -> placement.PendingWorkload:
+        """A workload as placement plans it: its spec, its age, the pools it is kept off."""
+        return placement.PendingWorkload(
+            namespace=facts.namespace or "",
+            name=facts.name,
+            spec=spec,
+            created_at=facts.created,
+            excluded_pools=self.excluded(facts, now),
+        )
 
     def accelerator(self, pool: str) -> Accelerator:
         """A pool's accelerator, resolved from the catalog, its nodes' labels and its spec."""
