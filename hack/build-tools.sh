@@ -69,4 +69,13 @@ if [[ "$(head -n 1 "${KWOK_BIN}/stages.yaml" 2>/dev/null)" != "$stages_header" ]
   log "kwok stages written to ${KWOK_BIN}/stages.yaml"
 fi
 build "$HELM_BIN" helm "$helm_ld" helm.sh/helm/v3/cmd/helm
+# Prometheus' own go.mod has one replace directive (fsnotify), which hack/tools/prometheus
+# repeats, since a dependency's replaces do not apply. Without the builtinassets tag the
+# web UI is left out; the tests only use the HTTP API.
+prom_ld=""
+for v in Version=${PROMETHEUS_VERSION#v} Branch=HEAD Revision=unknown; do
+  prom_ld+=" -X github.com/prometheus/common/version.${v}"
+done
+build "$PROMETHEUS_BIN" prometheus "$prom_ld" \
+  github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
 log "tools ready in $((SECONDS - start))s: ${TESSERA_CACHE}/bin"

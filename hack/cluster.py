@@ -88,6 +88,8 @@ def binaries() -> dict[str, Path]:
         "kubectl": k8s / "kubectl",
         "kwok": root / f"kwok-{v['KWOK_VERSION']}" / "kwok",
         "helm": root / f"helm-{v['HELM_VERSION']}" / "helm",
+        "prometheus": root / f"prometheus-{v['PROMETHEUS_VERSION']}" / "prometheus",
+        "promtool": root / f"prometheus-{v['PROMETHEUS_VERSION']}" / "promtool",
     }
 
 

@@ -12,6 +12,7 @@ K8S_BIN="${TESSERA_CACHE}/bin/kubernetes-${KUBERNETES_VERSION}"
 ETCD_BIN="${TESSERA_CACHE}/bin/etcd-${ETCD_VERSION}"
 KWOK_BIN="${TESSERA_CACHE}/bin/kwok-${KWOK_VERSION}"
 HELM_BIN="${TESSERA_CACHE}/bin/helm-${HELM_VERSION}"
+PROMETHEUS_BIN="${TESSERA_CACHE}/bin/prometheus-${PROMETHEUS_VERSION}"
 # Where `make cluster-up` keeps its state, kubeconfig and logs (git-ignored).
 STATE_DIR="${TESSERA_STATE_DIR:-${REPO_ROOT}/.tessera}"
 

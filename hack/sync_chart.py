@@ -215,6 +215,19 @@ def render(chart: Path, *args: str, release: str = RELEASE, namespace: str = NAM
     return proc.stdout
 
 
+def rendered_objects(*args: str) -> list[dict[str, Any]]:
+    """The objects of the chart rendered with the pinned helm and args (`--set ...`)."""
+    return [d for d in yaml.safe_load_all(render(CHART, *args)) if d]
+
+
+def rule_file(*args: str) -> dict[str, Any]:
+    """The chart's PrometheusRule as a plain Prometheus rule file (`groups:`), rendered with
+    args: what promtool and a Prometheus without the Prometheus Operator read."""
+    objects = rendered_objects("--set", "metrics.prometheusRule.enabled=true", *args)
+    (rule,) = (o for o in objects if o["kind"] == "PrometheusRule")
+    return {"groups": rule["spec"]["groups"]}
+
+
 def namespace_object() -> dict[str, Any]:
     return {
         "apiVersion": "v1",

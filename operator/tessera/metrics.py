@@ -63,6 +63,10 @@ RECONCILE_ERRORS = Counter(
     ["kind"],
     registry=REGISTRY,
 )
+# Every kind's error count exists from the start at 0, so the dashboard and the alert draw
+# a 0 rather than "no data", and rate() has a starting point when the first error comes.
+for _kind in ("Workload", "AcceleratorPool"):
+    RECONCILE_ERRORS.labels(_kind)
 EVENTS_SKIPPED = Counter(
     "tessera_events_skipped_total",
     "Normal Events not posted: a placement in a burst, or beyond the Event budget "
@@ -96,6 +100,7 @@ def set_pool(pool: str, model: str, devices: dict[str, int], degraded: bool) -> 
     for state in ("capacity", "allocatable", "allocated", "available"):
         POOL_DEVICES.labels(pool, model, state).set(devices.get(state, 0))
     POOL_DEGRADED.labels(pool).set(1 if degraded else 0)
+    FALLBACKS.labels(pool)  # 0 until the first fallback, as for the kinds' errors above
 
 
 def forget_pool(pool: str) -> None:
@@ -103,8 +108,9 @@ def forget_pool(pool: str) -> None:
     for labels in list(POOL_DEVICES._metrics):
         if labels[0] == pool:
             POOL_DEVICES.remove(*labels)
-    if (pool,) in POOL_DEGRADED._metrics:
-        POOL_DEGRADED.remove(pool)
+    for family in (POOL_DEGRADED, FALLBACKS):
+        if (pool,) in family._metrics:
+            family.remove(pool)
 
 
 class Health:
