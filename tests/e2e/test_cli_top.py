@@ -140,3 +140,22 @@ def test_completion_script_is_valid_bash() -> None:
         check=False,
     )
     assert probe.returncode == 0 and "tessera" in probe.stdout, probe.stderr
+
+
+def test_kubectl_completes_the_plugin(installed: Any) -> None:
+    """The real kubectl, asked to complete `kubectl tessera ...` (what its completion script
+    asks at <TAB>), runs kubectl_complete-tessera from PATH and relays its answer."""
+    env = {**os.environ, "PATH": f"{TESSERA.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    def complete(*words: str) -> list[str]:
+        proc = subprocess.run(
+            [str(installed.bin("kubectl")), "__complete", "tessera", *words],
+            capture_output=True, text=True, timeout=60, check=True, env=env,
+        )  # fmt: skip
+        return proc.stdout.splitlines()
+
+    commands = complete("")
+    assert "top\tdevices used and free per pool, what runs there and what waits" in commands
+    assert commands[-1] == ":4"  # no file names
+    assert complete("top", "--output", "") == ["table", "yaml", "json", ":4"]
+    assert complete("plan", "-f", "")[-1] == ":0"  # a file name
