@@ -277,6 +277,7 @@ class Accelerator(Model):
     power_watts: float = 0.0
     software: str | None = None  # the stack it needs: cuda, rocm, synapse, oneapi, xla, neuron
     features: frozenset[str] = frozenset()  # interconnect and other capabilities
+    units_per_device: float = 0.0  # normalised units (tessera.catalog.units_per_device)
 
     def to_api(self) -> ResolvedAccelerator:
         """The status.accelerator shape of the AcceleratorPool."""
@@ -289,6 +290,7 @@ class Accelerator(Model):
             peak_tflops=dict(self.peak_tflops),
             cost_per_device_hour=self.cost_per_device_hour,
             power_watts=self.power_watts,
+            units_per_device=self.units_per_device,
         )
 
 
@@ -306,6 +308,33 @@ class Resolution(Model):
         return not self.problems
 
 
+# The device one normalised unit stands for, unless the operator is told another
+# (`tessera run --unit-reference`): quotas count every pool's devices in these.
+REFERENCE_MODEL = "H100-SXM5-80GB"
+
+
+def dense_tflops(tflops: Mapping[Precision, float]) -> float:
+    """What a device's units are counted from: dense bf16 TFLOPS (the precision training
+    and serving mostly run in), else fp16, else its fastest precision given."""
+    return (
+        tflops.get(Precision.BF16) or tflops.get(Precision.FP16) or max(tflops.values(), default=0)
+    )
+
+
+def units_per_device(
+    accelerator: Accelerator, reference: str = REFERENCE_MODEL, override: float | None = None
+) -> float:
+    """Normalised units of one device: its dense throughput over the reference model's (an
+    H100 is 1.0, an A100 0.32, a B200 2.27), or the pool's own figure when it gives one."""
+    if override is not None:
+        return override
+    entry = get(reference)
+    base = dense_tflops(entry.peak_tflops) if entry else 0.0
+    if not base:
+        raise ValueError(f"unit reference {reference} is not a catalog model with bf16 TFLOPS")
+    return round(dense_tflops(accelerator.peak_tflops) / base, 4)
+
+
 def stack_for(resource_name: str) -> str | None:
     """The software stack a device-plugin resource implies (nvidia.com/ -> cuda, ...)."""
     for prefix, stack in _STACK_BY_RESOURCE_PREFIX.items():
@@ -315,7 +344,9 @@ def stack_for(resource_name: str) -> str | None:
 
 
 def resolve_accelerator(
-    spec: AcceleratorPoolSpec, nodes: Mapping[str, Mapping[str, str]] | None = None
+    spec: AcceleratorPoolSpec,
+    nodes: Mapping[str, Mapping[str, str]] | None = None,
+    reference: str = REFERENCE_MODEL,
 ) -> Resolution:
     """Resolve a pool's accelerator: the spec's model (or the nodes' labels) looked up in the
     catalog, then the spec's overrides applied. Unknown models and conflicts are results with
@@ -366,6 +397,8 @@ def resolve_accelerator(
         software=entry.software if entry else stack_for(resource),
         features=frozenset((entry.interconnect if entry else ()) + tuple(spec.features)),
     )
+    units = units_per_device(accelerator, reference, want.units_per_device)
+    accelerator = accelerator.model_copy(update={"units_per_device": units})
     if entry is None and status != "conflict":
         status = "unknown"
         missing = [

@@ -408,6 +408,22 @@ WORKLOAD_COLUMNS = (
     ),
 )
 
+QUOTA_COLUMNS = (
+    Column("Nominal", "number", ".status.nominal", "Units the quota is entitled to."),
+    Column("Used", "number", ".status.used", "Units held by its placed workloads."),
+    Column("Borrowed", "number", ".status.borrowed", "Units used above nominal."),
+    Column("Waiting", "integer", ".status.waiting", "Its workloads waiting for a placement."),
+    _AGE,
+    Column("Weight", "number", ".spec.weight", "Fair-sharing weight.", priority=1),
+    Column(
+        "Namespaces",
+        "string",
+        ".status.namespaces",
+        "The namespaces it governs now.",
+        priority=1,
+    ),
+)
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -468,6 +484,19 @@ WORKLOAD = Kind(
     columns=WORKLOAD_COLUMNS,
     selectable=(".status.pool", ".status.phase"),
     scalable=True,
+)
+
+QUOTA = Kind(
+    kind="AcceleratorQuota",
+    plural="acceleratorquotas",
+    short_name="acq",
+    scope="Cluster",
+    spec=api.AcceleratorQuotaSpec,
+    status=api.AcceleratorQuotaStatus,
+    description="AcceleratorQuota is a team's share of the fleet in normalised units (one "
+    "reference device's dense bf16 throughput): the namespaces it governs, how much they may "
+    "use and borrow, their fair-sharing weight and when their workloads preempt others.",
+    columns=QUOTA_COLUMNS,
 )
 
 
@@ -532,8 +561,8 @@ def custom_resource_definition(kind: Kind, catalog: Mapping[str, api.Vendor]) ->
 
 
 def all_definitions(catalog: Mapping[str, api.Vendor]) -> list[dict[str, Any]]:
-    """Both CRDs, AcceleratorPool first."""
+    """Every CRD: AcceleratorPool, Workload, AcceleratorQuota."""
     return [custom_resource_definition(k, catalog) for k in KINDS]
 
 
-KINDS: Sequence[Kind] = (POOL, WORKLOAD)
+KINDS: Sequence[Kind] = (POOL, WORKLOAD, QUOTA)

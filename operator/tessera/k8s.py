@@ -281,7 +281,7 @@ class Kube:
     def check_crds(self) -> None:
         """Raises CRDsMissing naming the CRDs that are not installed and Established."""
         missing = []
-        for plural in ("acceleratorpools", "workloads"):
+        for plural in ("acceleratorpools", "workloads", "acceleratorquotas"):
             name = f"{plural}.{api.GROUP}"
             try:
                 crd = self.request(
@@ -372,6 +372,11 @@ class Kube:
     @uses(api.GROUP, "acceleratorpools/status", "patch")
     def patch_pool_status(self, name: str, status: dict[str, Any]) -> None:
         path = f"/apis/{api.GROUP}/{api.VERSION}/acceleratorpools/{name}/status"
+        self.write("PATCH", path, {"status": status}, {"fieldManager": FIELD_MANAGER}, MERGE_PATCH)
+
+    @uses(api.GROUP, "acceleratorquotas/status", "patch")
+    def patch_quota_status(self, name: str, status: dict[str, Any]) -> None:
+        path = f"/apis/{api.GROUP}/{api.VERSION}/acceleratorquotas/{name}/status"
         self.write("PATCH", path, {"status": status}, {"fieldManager": FIELD_MANAGER}, MERGE_PATCH)
 
     # --- events -----------------------------------------------------------------------------

@@ -65,7 +65,7 @@ RECONCILE_ERRORS = Counter(
 )
 # Every kind's error count exists from the start at 0, so the dashboard and the alert draw
 # a 0 rather than "no data", and rate() has a starting point when the first error comes.
-for _kind in ("Workload", "AcceleratorPool"):
+for _kind in ("Workload", "AcceleratorPool", "AcceleratorQuota"):
     RECONCILE_ERRORS.labels(_kind)
 EVENTS_SKIPPED = Counter(
     "tessera_events_skipped_total",
@@ -83,6 +83,48 @@ CYCLE_SECONDS = Histogram(
     "tessera_placement_cycle_seconds",
     "Seconds one planning cycle took, from snapshot to decisions.",
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2, 5),
+    registry=REGISTRY,
+)
+
+QUOTA_UNITS = Gauge(
+    "tessera_quota_units",
+    "An AcceleratorQuota's normalised units by state: nominal, used or borrowed (used above "
+    "nominal).",
+    ["quota", "state"],
+    registry=REGISTRY,
+)
+PREEMPTIONS = Counter(
+    "tessera_preemptions_total",
+    "Workloads evicted so that a waiting one fits, by the preemptor's quota and the rule "
+    "(WithinQuota: priority; Reclaim: borrowed capacity taken back).",
+    ["quota", "rule"],
+    registry=REGISTRY,
+)
+# What placed workloads consume, per namespace, quota ("" where none governs it) and pool:
+# counted from the devices they hold, every few seconds (tessera.controller.quotas).
+_USAGE_LABELS = ["namespace", "quota", "pool"]
+DEVICE_SECONDS = Counter(
+    "tessera_device_seconds_total",
+    "Device-seconds held by placed workloads.",
+    _USAGE_LABELS,
+    registry=REGISTRY,
+)
+UNIT_SECONDS = Counter(
+    "tessera_unit_seconds_total",
+    "Normalised-unit-seconds held by placed workloads (devices x the pool's unitsPerDevice).",
+    _USAGE_LABELS,
+    registry=REGISTRY,
+)
+COST = Counter(
+    "tessera_cost_total",
+    "What the devices held cost at the pool's price per device-hour (in that price's currency).",
+    _USAGE_LABELS,
+    registry=REGISTRY,
+)
+ENERGY = Counter(
+    "tessera_energy_joules_total",
+    "Energy of the devices held at the pool's power per device (watts x seconds).",
+    _USAGE_LABELS,
     registry=REGISTRY,
 )
 

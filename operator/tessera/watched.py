@@ -31,6 +31,7 @@ WATCHED: tuple[Watched, ...] = (
     Watched(api.GROUP, api.VERSION, "acceleratorpools", namespaced=False, field="pools"),
     Watched(api.GROUP, api.VERSION, "workloads", namespaced=True, field="workloads"),
     Watched("", "v1", "namespaces", namespaced=False, field="namespaces"),
+    Watched(api.GROUP, api.VERSION, "acceleratorquotas", namespaced=False, field="quotas"),
 )
 
 

@@ -427,7 +427,15 @@ def test_examples_parse_with_the_models(path: Path) -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["api/__init__", "api/common", "api/pool", "api/workload", "api/workload_status", "crd"],
+    [
+        "api/__init__",
+        "api/common",
+        "api/pool",
+        "api/quota",
+        "api/workload",
+        "api/workload_status",
+        "crd",
+    ],
 )
 def test_api_and_crd_stay_pure(module: str) -> None:
     """No Kubernetes client, kopf or I/O layer; crd gets the catalog as an argument."""
@@ -443,5 +451,5 @@ def test_api_and_crd_stay_pure(module: str) -> None:
     allowed = {"__future__", "copy", "json", "re", "collections.abc", "dataclasses", "datetime"}
     allowed |= {"enum", "typing", "pydantic", "pydantic.alias_generators", "tessera"}
     allowed |= {"tessera.api.common", "tessera.api.pool", "tessera.api.workload"}
-    allowed |= {"tessera.api.workload_status"}
+    allowed |= {"tessera.api.workload_status", "tessera.api.quota"}
     assert imported <= allowed, imported - allowed

@@ -131,6 +131,7 @@ def test_default_render_has_exactly_the_core_objects() -> None:
         [
             "CustomResourceDefinition",
             "CustomResourceDefinition",
+            "CustomResourceDefinition",
             "ServiceAccount",
             "ClusterRole",  # the operator's
             "ClusterRole",  # users': -edit
@@ -147,7 +148,11 @@ def test_every_feature_renders_its_objects() -> None:
     for kind in ("Role", "RoleBinding", "PodDisruptionBudget", "ServiceMonitor", "PrometheusRule"):
         assert kind in kinds, kind
     crds = {c["metadata"]["name"] for c in kinds["CustomResourceDefinition"]}
-    assert crds == {"acceleratorpools.tessera.dev", "workloads.tessera.dev"}
+    assert crds == {
+        "acceleratorpools.tessera.dev",
+        "workloads.tessera.dev",
+        "acceleratorquotas.tessera.dev",
+    }
 
 
 def test_every_object_carries_the_standard_labels() -> None:
@@ -299,6 +304,7 @@ def test_user_roles_grant_workloads_and_aggregate_into_the_default_roles() -> No
         "workloads",
         "workloads/status",
         "acceleratorpools",
+        "acceleratorquotas",
     }
     writes = {"create", "update", "patch", "delete", "deletecollection"}
     for _, resource, verb in rule_set(edit["rules"]) | rule_set(view["rules"]):

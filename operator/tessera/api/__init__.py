@@ -1,5 +1,6 @@
-"""The public API: pydantic models of AcceleratorPool and Workload (spec and status), one
-module a kind over what they share. Pure data; CRDs are generated from it (tessera.crd)."""
+"""The public API: pydantic models of AcceleratorPool, Workload and AcceleratorQuota (spec
+and status), one module a kind over what they share. Pure data; CRDs are generated from it
+(tessera.crd)."""
 
 from tessera.api.common import (
     ACCELERATOR_RESOURCE_PATTERN,
@@ -53,6 +54,16 @@ from tessera.api.pool import (
     PoolSummary,
     ResolvedAccelerator,
 )
+from tessera.api.quota import (
+    AcceleratorQuota,
+    AcceleratorQuotaSpec,
+    AcceleratorQuotaStatus,
+    PoolCap,
+    PoolUsage,
+    Preemption,
+    Reclaim,
+    WithinQuota,
+)
 from tessera.api.workload import (
     POD_TEMPLATE_SCHEMA,
     AcceleratorNeeds,
@@ -70,6 +81,7 @@ from tessera.api.workload_status import (
     Candidate,
     ExcludedPool,
     PodFailure,
+    PreemptionRecord,
     ScoreBreakdown,
     WorkloadStatus,
     WorkloadSummary,
@@ -105,6 +117,9 @@ __all__ = [
     "AcceleratorPool",
     "AcceleratorPoolSpec",
     "AcceleratorPoolStatus",
+    "AcceleratorQuota",
+    "AcceleratorQuotaSpec",
+    "AcceleratorQuotaStatus",
     "Assignment",
     "Candidate",
     "Condition",
@@ -124,16 +139,22 @@ __all__ = [
     "PlacementPolicy",
     "PodFailure",
     "PoolAccelerator",
+    "PoolCap",
     "PoolName",
     "PoolSummary",
+    "PoolUsage",
     "Precision",
+    "Preemption",
+    "PreemptionRecord",
     "Profile",
+    "Reclaim",
     "ResolvedAccelerator",
     "ScoreBreakdown",
     "Toleration",
     "Variant",
     "Vendor",
     "Weights",
+    "WithinQuota",
     "Workload",
     "WorkloadSpec",
     "WorkloadStatus",

@@ -82,6 +82,13 @@ class PoolAccelerator(Model):
         min_length=1,
         max_length=len(Precision),
     )
+    units_per_device: float | None = described(
+        "Normalised units one device counts for in AcceleratorQuotas, overriding the "
+        "catalog's (its dense bf16 TFLOPS over an H100-SXM5-80GB's, the operator's reference).",
+        None,
+        ge=0,
+        le=1000,
+    )
 
 
 class AcceleratorPoolSpec(Model):
@@ -161,6 +168,12 @@ class ResolvedAccelerator(Model):
     )
     cost_per_device_hour: float = described("Price per device-hour used in scoring.", 0.0)
     power_watts: float = described("Power per device in watts used in scoring.", 0.0)
+    units_per_device: float = described(
+        "Normalised units one device counts for in AcceleratorQuotas: the spec's, else dense "
+        "bf16 TFLOPS over the reference model's (H100-SXM5-80GB unless the operator names "
+        "another).",
+        0.0,
+    )
 
 
 class DeviceCounts(Model):

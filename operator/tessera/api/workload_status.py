@@ -5,6 +5,7 @@ tessera.api.common."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from tessera.api.common import (
     CONDITIONS_LIST,
@@ -106,6 +107,18 @@ class WorkloadSummary(Model):
     )
 
 
+class PreemptionRecord(Model):
+    """The last time the workload was evicted to make room for another."""
+
+    by: str = described("The workload it made room for, namespace/name.")
+    rule: Literal["WithinQuota", "Reclaim"] = described(
+        "WithinQuota: a higher-priority workload of the same quota. Reclaim: a quota below "
+        "its nominal took back capacity this workload's quota had borrowed."
+    )
+    pool: str = described("The pool it was evicted from.")
+    at: datetime = described("When.")
+
+
 class WorkloadStatus(Model):
     """Observed state of a Workload: where it was placed, why, and how its pods are doing."""
 
@@ -141,6 +154,12 @@ class WorkloadStatus(Model):
         "Pools withdrawn from after a fallback; tried again when they change or their "
         "retryAt passes.",
         default_factory=list,
+    )
+    quota: str | None = described("The AcceleratorQuota that governs its namespace, if any.", None)
+    preempted: PreemptionRecord | None = described(
+        "Its last eviction: by whom, by which rule, from which pool. Pods of that pool are "
+        "not its placement any more until it is placed again.",
+        None,
     )
     restarts: int = described(
         "Whole-gang restarts of a batch workload so far (spec.failurePolicy.backoffLimit).",

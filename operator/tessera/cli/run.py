@@ -9,7 +9,7 @@ import os
 import socket
 import sys
 
-from tessera import __version__
+from tessera import __version__, catalog
 from tessera.errors import ClusterUnreachable, CRDsMissing
 
 EXAMPLES = """\
@@ -74,6 +74,14 @@ def register(
         default=os.environ.get("POD_NAMESPACE", "default"),
         help="namespace of the Lease (default: $POD_NAMESPACE or default)",
     )
+    run.add_argument(
+        "--unit-reference",
+        default=catalog.REFERENCE_MODEL,
+        choices=catalog.model_names(),
+        metavar="MODEL",
+        help="the catalog model one normalised unit of AcceleratorQuotas stands for "
+        "(default: %(default)s)",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     run.set_defaults(func=_run)
 
@@ -98,7 +106,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"tessera: {err}", file=sys.stderr)
         return 2
     log.info("tessera %s connected to Kubernetes %s", __version__, version)
-    controller = Controller(kube)
+    controller = Controller(kube, unit_reference=args.unit_reference)
     health = metrics.Health(kube.version, lambda: controller.heartbeat)
     try:
         server = metrics.serve(args.metrics_address, args.metrics_port, health)

@@ -114,6 +114,7 @@ def moves(
             spec=spec,
             created_at=facts.created,
             excluded_pools=excluded,
+            holds=True,
         )
         out.append(Move(facts, placed, pending, grown))
     return out

@@ -1,4 +1,5 @@
-"""Watch caches of the objects the loop reads (nodes, pods, pools, workloads, namespaces):
+"""Watch caches of the objects the loop reads (nodes, pods, pools, workloads, namespaces,
+quotas):
 one thread per collection keeps a dict of compact facts. Talks only via tessera.k8s.
 
 Why not kopf's watches: kopf runs every watch event through its per-object machinery (a
@@ -76,6 +77,7 @@ _CACHED: dict[
     "pools": (_name, object_facts),
     "workloads": (_workload_key, object_facts),
     "namespaces": (_name, namespace_facts),
+    "quotas": (_name, object_facts),
 }
 
 

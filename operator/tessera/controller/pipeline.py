@@ -7,12 +7,14 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from tessera.catalog import REFERENCE_MODEL
 from tessera.controller.clock import Clock, SystemClock
 from tessera.controller.events import Events
 from tessera.controller.ledger import Ledger
 from tessera.controller.lifecycle import Lifecycle
 from tessera.controller.placing import Placing
 from tessera.controller.pools import PoolStatuses
+from tessera.controller.quotas import QuotaStatuses
 from tessera.controller.reporting import Reporter
 from tessera.controller.threads import Workers, guard
 from tessera.controller.visits import Visits
@@ -33,8 +35,11 @@ class Controller:
     """What one operator process remembers between cycles (never the source of truth): the
     ledger, the World's caches, burst pacing, and the phases that act on a World."""
 
-    def __init__(self, kube: Kube, clock: Clock | None = None) -> None:
+    def __init__(
+        self, kube: Kube, clock: Clock | None = None, unit_reference: str = REFERENCE_MODEL
+    ) -> None:
         self.clock = clock or SystemClock()
+        self.unit_reference = unit_reference
         self.ledger = Ledger()
         self.cache = WorldCache()  # membership and accelerator resolution between cycles
         self.bursts = Bursts()
@@ -43,7 +48,11 @@ class Controller:
         self.workers = Workers(self.clock)
         events = Events(kube, self.clock)
         writes = Writes(kube, self.ledger, events, self.clock)
-        self.placing = Placing(writes, self.ledger, events, self.workers, self.bursts, self.clock)
+        self.quotas = QuotaStatuses(kube, self.clock)
+        self.placing = Placing(
+            writes, self.ledger, events, self.workers, self.bursts, self.clock,
+            self.quotas.preemptions,
+        )  # fmt: skip
         self.lifecycle = Lifecycle(writes, self.ledger, events, self.bursts, self.clock)
         self.pools = PoolStatuses(kube, events, self.clock)
         self.events = events
@@ -57,7 +66,12 @@ class Controller:
     def world(self, copied: dict[str, Any]) -> World:
         """A World over one copy of the caches (Informers.copy), with this process's
         decisions the cache may not show yet."""
-        return World(**copied, recent=self.ledger.decided(copied["workloads"]), cache=self.cache)
+        return World(
+            **copied,
+            recent=self.ledger.decided(copied["workloads"]),
+            cache=self.cache,
+            unit_reference=self.unit_reference,
+        )
 
     def cycle(self, world: World, now: datetime | None = None) -> None:
         """One pass over one World, copied just before: its pods are what the watch showed
@@ -77,6 +91,7 @@ class Controller:
         # finalizers on every pool, taken off a deleted one once nothing holds it.
         self.pools.write(world, self.pools.compute(world, now))
         self.pools.protect(world)
+        guard("AcceleratorQuota", self.quotas.run, world, now)
         placed = self.clock.monotonic()
 
         # 4. Visit: the workloads whose facts changed (all each FULL_PASS), concurrently,

@@ -14,6 +14,7 @@ from tessera.controller.clock import Clock
 from tessera.controller.events import Events
 from tessera.controller.fallback import moves, record_move
 from tessera.controller.ledger import Ledger
+from tessera.controller.preemption import evict
 from tessera.controller.repairs import record_repair, repairs
 from tessera.controller.specs import parse_spec
 from tessera.controller.threads import Workers, guard
@@ -46,10 +47,13 @@ class Placing:
         workers: Workers,
         bursts: Bursts,
         clock: Clock,
+        preemptions: Counter[str] | None = None,
     ) -> None:
         self.writes, self.ledger, self.events = writes, ledger, events
         self.workers, self.bursts, self.clock = workers, bursts, clock
         self.pending_since: dict[str, float] = {}  # unplaced workload -> monotonic first seen
+        # evictions made for each quota's workloads (read by the quota phase)
+        self.preemptions: Counter[str] = Counter() if preemptions is None else preemptions
 
     def run(self, world: World, now: datetime) -> None:
         def spec_of(facts: ObjectFacts) -> api.WorkloadSpec | None:
@@ -92,6 +96,10 @@ class Placing:
         fixed = [(fixing[k], d) for d in decisions if (k := f"{d.namespace}/{d.name}") in fixing]
         planned_apart = moving.keys() | fixing.keys()
         decisions = [d for d in decisions if f"{d.namespace}/{d.name}" not in planned_apart]
+        # Evictions first: a preemptor's pods go to nodes its victims' devices are freed on.
+        for decision in decisions:
+            if decision.preemption is not None:
+                guard("Workload", self._evict, world, decision, now)
         self._act(world, decisions, specs, now)
         writes, ledger, events = self.writes, self.ledger, self.events
         for move, decision in moved:
@@ -213,6 +221,10 @@ class Placing:
         else:
             deliver()  # in this writer: the decision is written once every pod is sent
 
+    def _evict(self, world: World, decision: placement.Decision, now: datetime) -> None:
+        evicted = evict(world, decision, now, self.writes, self.ledger, self.events)
+        self.preemptions[decision.quota or ""] += len(evicted)
+
     def _write_decision(self, world: World, key: str) -> None:
         """Writes a decision made outside a burst (guarded by resourceVersion). If it cannot
         be written now (the workload changed since it was read), a visit writes it with the
@@ -245,11 +257,19 @@ class Placing:
         ):
             return
         status, reason = waiting_status(
-            facts, message, candidates, spec.replicas, now, decision.omitted, decision.waiting_for
+            facts,
+            message,
+            candidates,
+            spec.replicas,
+            now,
+            decision.omitted,
+            decision.waiting_for,
+            decision.quota,
+            decision.for_quota,
         )
         try:
             self.writes.status(facts, status)
         except Conflict:
             return
-        feasible = reason == "WaitingForCapacity"
+        feasible = reason in ("WaitingForCapacity", "WaitingForQuota")
         self.events.post(facts, "Workload", reason, message, warning=not feasible)

@@ -126,6 +126,7 @@ def repairs(
             name=facts.name,
             spec=gang,
             created_at=facts.created,
+            holds=True,
         )
         pods = [
             p

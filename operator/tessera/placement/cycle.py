@@ -3,8 +3,9 @@ Imports tessera.api and the placement modules only; no clocks, randomness, envir
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
 
@@ -14,6 +15,7 @@ from tessera.placement.decision import Decision
 from tessera.placement.feasibility import capacity_reason, selection_reasons, static_reasons
 from tessera.placement.fit import NodeFit
 from tessera.placement.scoring import Scored, score, weights_for
+from tessera.placement.sharing import Sharing, fair_order, fits_after, victims
 from tessera.placement.snapshot import PendingWorkload, PoolView, Snapshot
 from tessera.placement.state import Pass, PoolWork, Row, Scan, Static
 from tessera.placement.timing import (
@@ -165,17 +167,21 @@ def plan(
         if st is None:
             st = statics[sig] = _static(w, pools, ns_labels)
         queue.append((w, st, ns_labels))
-    plain = _pass(queue, pools, {}, shown)
-    admitted = _placed(plain)
+    sharing = None
+    if snapshot.quotas:
+        units = {p.view.name: p.view.units for p in pools}
+        sharing = Sharing(snapshot.quotas, units, snapshot.holdings)
+    plain = _pass(queue, pools, {}, shown, sharing)
+    admitted = _placed(plain.decisions)
     if len(admitted) < 2:
-        return plain  # nothing to share
-    for (_, st, _), d in zip(queue, plain, strict=True):
-        st.count += d.placed
+        return _preempt(queue, plain, now)  # nothing to share
+    for i, d in zip(plain.order, plain.decisions, strict=True):
+        queue[i][1].count += d.placed
     prices = _auction(statics, untouched)
     if not any(prices.values()):
-        return plain
-    priced = _pass(queue, untouched, prices, shown)
-    return priced if _placed(priced) == admitted else plain
+        return _preempt(queue, plain, now)
+    priced = _pass(queue, untouched, prices, shown, sharing, plain.order)
+    return _preempt(queue, priced if _placed(priced.decisions) == admitted else plain, now)
 
 
 def _placed(decisions: list[Decision]) -> set[tuple[str, str]]:
@@ -185,16 +191,124 @@ def _placed(decisions: list[Decision]) -> set[tuple[str, str]]:
 _Queue = Sequence[tuple[PendingWorkload, Static, Mapping[str, str]]]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Done:
+    """A pass's decisions, the queue index of each (the order it decided them in), and
+    the working state it left: where preemption looks for room."""
+
+    decisions: list[Decision]
+    order: list[int]
+    state: Pass
+    sharing: Sharing | None
+
+
 def _pass(
-    queue: _Queue, pools: list[PoolWork], prices: dict[str, float], shown: int | None
-) -> list[Decision]:
+    queue: _Queue,
+    pools: list[PoolWork],
+    prices: dict[str, float],
+    shown: int | None,
+    sharing: Sharing | None,
+    order: Sequence[int] | None = None,
+) -> _Done:
+    """Decides the queue in order: with quotas, the fair order (tessera.placement.sharing)
+    unless `order` repeats an earlier pass's."""
     state = Pass(
         serial=2 if prices else 1,
         pools={p.view.name: p for p in pools},
         prices=prices,
         shown=shown,
     )
-    return [_decide(w, st, ns, state) for w, st, ns in queue]
+    if sharing is None:
+        decisions = [_decide(w, st, ns, state, None) for w, st, ns in queue]
+        return _Done(decisions, list(range(len(queue))), state, None)
+    sharing = sharing.fresh()
+    items: Iterator[tuple[int, Callable[[], None]]]
+    if order is None:
+        groups: dict[str | None, list[int]] = {}
+        for i, (w, _, _) in enumerate(queue):
+            groups.setdefault(None if w.holds else sharing.quota_of(w.namespace), []).append(i)
+        items = fair_order(groups, sharing)
+    else:
+        items = ((i, _nothing) for i in order)
+    decisions, decided = [], []
+    for i, done in items:
+        w, st, ns = queue[i]
+        decisions.append(_decide(w, st, ns, state, None if w.holds else sharing))
+        decided.append(i)
+        done()
+    return _Done(decisions, decided, state, sharing)
+
+
+def _nothing() -> None:
+    return None
+
+
+def _preempt(queue: _Queue, done: _Done, now: datetime) -> list[Decision]:
+    """For each workload of a quota still waiting, in the order decided: the victims whose
+    eviction lets it fit (tessera.placement.sharing.victims), if its quota's policy allows.
+    It is placed at once on the nodes their eviction frees (its pods wait for the devices
+    there, which no one else can take meanwhile: they are promised to it), so no two
+    preemptors count the same devices and no workload is chosen as a victim twice."""
+    sharing = done.sharing
+    if sharing is None:
+        return done.decisions
+    pools, taken = done.state.pools, set[str]()
+    held = {h.key: h for h in sharing.holdings}
+    out = []
+    for i, d in zip(done.order, done.decisions, strict=True):
+        w, st, _ = queue[i]
+        if d.placed or w.holds or not st.scored or sharing.quota_of(w.namespace) is None:
+            out.append(d)
+            continue
+        count, replicas = w.spec.accelerator.count, w.spec.replicas
+
+        def fits(pool: str, freed: Mapping[str, int]) -> bool:
+            return fits_after(pools[pool].fit, count, replicas, freed)  # noqa: B023
+
+        ranked = st.rank(count * replicas, {})
+        names = [r.scored.pool.name for r in ranked]
+        found = victims(
+            w.namespace, w.spec.priority, count * replicas, names, fits, sharing, now, taken
+        )
+        if found is None:
+            out.append(d)
+            continue
+        fit = pools[found.pool].fit
+        for v in found.victims:
+            taken.add(v.key)
+            for node, devices in held[v.key].nodes:
+                if node in fit.free:
+                    fit.give(node, devices)
+            owner = sharing.quota_of(v.namespace)
+            if owner is not None:
+                sharing.usage.add(owner, v.pool, -v.devices, -sharing.cost(v.pool, v.devices))
+        nodes = fit.take(count, replicas) or []
+        sharing.take(w.namespace, found.pool, count * replicas)
+        chosen = next(r for r in ranked if r.scored.pool.name == found.pool)
+        pool = chosen.scored.pool
+        evicted = ", ".join(v.key for v in found.victims)
+        rules = " and ".join(sorted({v.rule for v in found.victims}))
+        message = (
+            f"placed on {pool.name} ({pool.model}), score {chosen.score:.1f}, {replicas} x "
+            f"{count} {pool.resource}, preempting {evicted} ({rules}): its pods start as "
+            "their devices are freed"
+        )
+        out.append(
+            dataclasses.replace(
+                d,
+                placed=True,
+                pool=pool.name,
+                accelerator=pool.model,
+                vendor=pool.vendor,
+                score=chosen.score,
+                nodes=tuple(nodes),
+                waiting_for=None,
+                for_quota=False,
+                preemption=found,
+                message=message,
+            )
+        )
+    return out
 
 
 def _auction(
@@ -224,7 +338,13 @@ def _auction(
     return auction.prices
 
 
-def _decide(w: PendingWorkload, st: Static, ns_labels: Mapping[str, str], state: Pass) -> Decision:
+def _decide(
+    w: PendingWorkload,
+    st: Static,
+    ns_labels: Mapping[str, str],
+    state: Pass,
+    sharing: Sharing | None,
+) -> Decision:
     count, replicas = w.spec.accelerator.count, w.spec.replicas
     pools, prices = state.pools, state.prices
     ranked = st.order(count * replicas, prices)
@@ -233,6 +353,24 @@ def _decide(w: PendingWorkload, st: Static, ns_labels: Mapping[str, str], state:
         st.scan = Scan(key, ranked, pools, (count, replicas), st.unlocked)
     scan = st.scan
     fits = scan.fits
+    quota = refused = None
+    if sharing is not None:
+        quota = sharing.quota_of(w.namespace)
+        room = scan.fits
+        refusals: dict[int, str | None] = {}
+
+        def refusal(i: int) -> str | None:
+            if i not in refusals:
+                pool = ranked[i].scored.pool.name
+                refusals[i] = sharing.refusal(w.namespace, pool, count * replicas)
+            return refusals[i]
+
+        def fits(i: int) -> bool:
+            return room(i) and refusal(i) is None
+
+        def refused() -> str | None:
+            """Why it waits for quota: the first pool with room that the quota refuses."""
+            return next((r for i in range(len(ranked)) if room(i) and (r := refusal(i))), None)
 
     estimate = w.spec.estimated_duration
     duration = duration_of(estimate) if estimate else None
@@ -280,6 +418,8 @@ def _decide(w: PendingWorkload, st: Static, ns_labels: Mapping[str, str], state:
 
     if chosen is not None:
         pool = chosen.scored.pool
+        if sharing is not None:
+            sharing.take(w.namespace, pool.name, count * replicas)
         if prices and st.quota.get(pool.name, 0) > 0:
             st.quota[pool.name] -= 1
         target = pools[pool.name]
@@ -303,6 +443,7 @@ def _decide(w: PendingWorkload, st: Static, ns_labels: Mapping[str, str], state:
             runtime=runtime,
             message=f"placed on {pool.name} ({pool.model}), score {chosen.score:.1f}, "
             f"{replicas} x {count} {pool.resource}",
+            quota=quota,
             _rows=shown,
             _ruled_out=ruled_out,
             omitted=omitted,
@@ -316,12 +457,24 @@ def _decide(w: PendingWorkload, st: Static, ns_labels: Mapping[str, str], state:
         pools[wait.pool.name].backlog += (
             replicas * count * run_seconds(duration, st.best_throughput, wait.throughput)
         )
+    message = _waiting_message(w, st, wait, notes, ns_labels, shown)
+    for_quota = False
+    if refused is not None and sharing is not None:
+        why = refused() if wait is None else None
+        if why is not None:
+            message, for_quota = f"waiting for quota: {why}", True
+        elif st.scored and quota is None and w.namespace in sharing.contested:
+            message = f"waiting: {sharing.refusal(w.namespace, ranked[0].scored.pool.name, 0)}"
+        best = ranked[0].scored.pool.name if ranked else None
+        sharing.waits(w.namespace, best, count * replicas)
     return Decision(
         namespace=w.namespace,
         name=w.name,
         placed=False,
         waiting_for=wait.pool.name if wait else None,
-        message=_waiting_message(w, st, wait, notes, ns_labels, shown),
+        quota=quota,
+        for_quota=for_quota,
+        message=message,
         _rows=shown,
         _ruled_out=ruled_out,
         omitted=omitted,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from tessera import api
 from tessera.placement import explain
 from tessera.placement.feasibility import static_reasons
+from tessera.placement.sharing import Preemption
 from tessera.placement.snapshot import PendingWorkload, PoolView
 from tessera.placement.state import Row
 from tessera.placement.timing import late_notes
@@ -39,6 +40,11 @@ class Decision:
     # Feasible pools and near misses considered but not among the candidates (the plan's
     # `shown` cap): status.candidatesOmitted.
     omitted: int = 0
+    quota: str | None = None  # the AcceleratorQuota governing it, if any
+    # Waiting: whether it would fit the fleet now but not its quota (it waits for quota, not
+    # for room). Placed: the workloads to evict first, whose devices its nodes count on.
+    for_quota: bool = False
+    preemption: Preemption | None = None
     _rows: tuple[Row, ...] = field(default=(), repr=False, compare=False)
     _ruled_out: tuple[PoolView, ...] = field(default=(), repr=False, compare=False)
     _notes: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)

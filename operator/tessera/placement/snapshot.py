@@ -12,7 +12,8 @@ from typing import Any, Literal, NamedTuple
 from pydantic import Field
 
 from tessera import api
-from tessera.catalog import Accelerator, resolve_accelerator
+from tessera.catalog import REFERENCE_MODEL, Accelerator, resolve_accelerator
+from tessera.placement.sharing import Holding, QuotaState
 
 NAME_LABEL = "kubernetes.io/metadata.name"
 
@@ -109,6 +110,11 @@ class PendingWorkload(api.Model):
         description="Pools not to try now, with why (withdrawn from after a fallback, and "
         "neither changed nor backed off since: tessera.world.exclusions).",
     )
+    holds: bool = Field(
+        False,
+        description="It holds devices already (a move off a draining pool, a lost replica "
+        "placed again): its quota counted them, so it is not admitted again or a preemptor.",
+    )
 
     @property
     def key(self) -> str:
@@ -128,6 +134,12 @@ class Snapshot(api.Model):
     namespaces: dict[str, dict[str, str]] = Field(
         default_factory=dict, description="Namespace name -> its labels."
     )
+    quotas: tuple[QuotaState, ...] = Field(
+        (), description="The AcceleratorQuotas, with the namespaces each selects."
+    )
+    holdings: tuple[Holding, ...] = Field(
+        (), description="Placed workloads' devices: quota usage and preemption's candidates."
+    )
 
 
 def cuda_from_labels(labels: Mapping[str, str]) -> str | None:
@@ -143,11 +155,17 @@ def cuda_from_labels(labels: Mapping[str, str]) -> str | None:
     return f"{major}.{minor}"
 
 
-def pool_state(name: str, spec: api.AcceleratorPoolSpec, nodes: Iterable[NodeState]) -> PoolState:
+def pool_state(
+    name: str,
+    spec: api.AcceleratorPoolSpec,
+    nodes: Iterable[NodeState],
+    reference: str = REFERENCE_MODEL,
+) -> PoolState:
     """Build a PoolState: resolve the accelerator from the catalog, the nodes' labels and the
-    spec, and take the CUDA version from GPU Feature Discovery labels when the spec has none."""
+    spec (its units against the `reference` model), and take the CUDA version from GPU
+    Feature Discovery labels when the spec has none."""
     nodes = tuple(nodes)
-    resolution = resolve_accelerator(spec, {n.name: n.labels for n in nodes})
+    resolution = resolve_accelerator(spec, {n.name: n.labels for n in nodes}, reference)
     software = dict(spec.software)
     if "cuda" not in software:
         versions = [v for n in nodes if (v := cuda_from_labels(n.labels))]
@@ -184,6 +202,7 @@ class PoolView:
     tflops: Mapping[api.Precision, float]
     price: float
     watts: float
+    units: float  # normalised units per device (quotas)
     stack: str | None
     features: frozenset[str]
     software: Mapping[str, tuple[int, ...]]
@@ -214,6 +233,7 @@ class PoolView:
             tflops=acc.peak_tflops,
             price=acc.cost_per_device_hour,
             watts=acc.power_watts,
+            units=acc.units_per_device,
             stack=acc.software,
             features=acc.features | {p.value for p in acc.peak_tflops},
             software={k: parse_version(v) for k, v in pool.software.items()},

@@ -13,8 +13,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from tessera import api, placement
-from tessera.catalog import Accelerator
-from tessera.placement.snapshot import NodeState, PoolState, Release, Taint
+from tessera.catalog import REFERENCE_MODEL, Accelerator
+from tessera.placement.sharing import Holding, QuotaState
+from tessera.placement.snapshot import NAME_LABEL, NodeState, PoolState, Release, Taint
 from tessera.world.caches import PodIndex, WorkloadIndex, WorldCache, add_devices, by_id, changed
 from tessera.world.exclusions import active, in_force
 from tessera.world.facts import (
@@ -76,6 +77,13 @@ def pool_tolerations(spec: api.AcceleratorPoolSpec) -> list[dict[str, Any]]:
     return [t.model_dump(by_alias=True, exclude_none=True) for t in spec.tolerations]
 
 
+def _evicted_from(facts: ObjectFacts) -> str | None:
+    """The pool a workload was preempted from, while it is not placed again (status.preempted
+    is cleared by the next placement)."""
+    record = facts.status.get("preempted")
+    return str(record.get("pool")) if record and not facts.status.get("pool") else None
+
+
 def devices_per_replica(facts: ObjectFacts | None) -> int:
     """spec.accelerator.count, read from the raw spec: the World reads it for every placed
     workload each time its facts change, where parsing the whole spec would cost more."""
@@ -134,9 +142,12 @@ class World:
     pools: dict[str, ObjectFacts]
     workloads: dict[str, ObjectFacts]  # key: namespace/name
     namespaces: dict[str, Mapping[str, str]]
+    quotas: dict[str, ObjectFacts] = field(default_factory=dict)
     # Placements decided by this process but maybe not yet visible in the workloads cache.
     recent: dict[str, Placed] = field(default_factory=dict)
     cache: WorldCache = field(default_factory=WorldCache, repr=False, compare=False)
+    # The model one normalised unit stands for (tessera.catalog.units_per_device).
+    unit_reference: str = REFERENCE_MODEL
 
     def __post_init__(self, pods: list[PodFacts]) -> None:
         self.layout = layout = PoolLayout()
@@ -189,7 +200,8 @@ class World:
         cached = self.cache.base.get(name)
         if cached is not None and cached[0] == spec_of and cached[1] == facts:
             return cached[2]
-        state = placement.pool_state(name, spec, [_node_state(f, 0, 0, (), True) for f in facts])
+        nodes = [_node_state(f, 0, 0, (), True) for f in facts]
+        state = placement.pool_state(name, spec, nodes, self.unit_reference)
         # Kept without its nodes: pool_state() adds them, with their free devices, when asked
         # (5,000 idle NodeStates held between cycles were 2 MB at that scale).
         state = state.model_copy(update={"nodes": ()})
@@ -225,12 +237,18 @@ class World:
         return placed
 
     def _own_pods(self, facts: ObjectFacts) -> list[PodFacts]:
-        """The workload's pods (by owner uid) on pools it was not withdrawn from."""
+        """The workload's pods (by owner uid) on pools it was not withdrawn from, nor
+        preempted from since it was last placed."""
         pods = self.pods_by_workload.get(facts.key)
         if not pods:
             return []
         excluded = in_force(facts.status.get("excludedPools") or ())
-        return [p for p in pods if p.owner_uid == facts.uid and p.pool not in excluded]
+        evicted = _evicted_from(facts)
+        return [
+            p
+            for p in pods
+            if p.owner_uid == facts.uid and p.pool not in excluded and p.pool != evicted
+        ]
 
     def _placed_by_pods(self, facts: ObjectFacts) -> Placed | None:
         pods = [
@@ -255,11 +273,18 @@ class World:
         facts = self.workloads.get(key)
         if facts is None or facts.status.get("pool"):
             return []
-        return [
+        stale = [
             p
             for p in self._own_pods(facts)
             if p.generation is not None and p.generation != facts.generation
         ]
+        evicted = _evicted_from(facts)
+        if evicted and key not in self.recent:
+            # Evicted, and the operator stopped before deleting them: they go now. (Placed
+            # again by this process, they are its new pods, not these.)
+            own = self.pods_by_workload.get(key) or ()
+            stale += [p for p in own if p.pool == evicted and not p.deleting and not p.terminal]
+        return stale
 
     def _membership(self) -> tuple[dict[str, list[str]], dict[str, dict[str, str]]]:
         """Nodes of each pool. A node two pools select stays with the pool that counted it
@@ -523,7 +548,66 @@ class World:
         return out
 
     def snapshot(self) -> placement.Snapshot:
+        quotas = self.quota_states
         return placement.Snapshot(
             pools=tuple(self.pool_state(p) for p in self.pool_specs),
             namespaces={k: dict(v) for k, v in self.namespaces.items()},
+            quotas=tuple(quotas.values()),
+            holdings=self.holdings() if quotas else (),
         )
+
+    @functools.cached_property
+    def quota_specs(self) -> dict[str, api.AcceleratorQuotaSpec | str]:
+        """Each AcceleratorQuota's parsed spec, or why it does not parse."""
+        out: dict[str, api.AcceleratorQuotaSpec | str] = {}
+        for name, facts in sorted(self.quotas.items()):
+            try:
+                out[name] = api.AcceleratorQuotaSpec.model_validate(facts.spec)
+            except ValidationError as err:
+                out[name] = validation_message(err)
+        return out
+
+    @functools.cached_property
+    def quota_states(self) -> dict[str, QuotaState]:
+        """The quotas placement applies (those that parse), with the namespaces each selects."""
+        out = {}
+        for name, spec in self.quota_specs.items():
+            if isinstance(spec, str) or self.quotas[name].deleting:
+                continue
+            selector = spec.namespace_selector
+            chosen = frozenset(
+                ns
+                for ns, labels in self.namespaces.items()
+                if selector.matches({**labels, NAME_LABEL: ns})
+            )
+            out[name] = QuotaState(name, spec, chosen)
+        return out
+
+    def holdings(self, every_namespace: bool = False) -> tuple[Holding, ...]:
+        """The devices each placed workload of a quota's namespace (of every namespace)
+        holds, replica by replica, from its placement (its status, this process's decision,
+        or its pods): what quota usage counts, preemption may take, accounting charges."""
+        governed = {ns for q in self.quota_states.values() for ns in q.namespaces}
+        out = []
+        for key, placed in sorted(self._placed.items()):
+            facts = self.workloads.get(key)
+            if placed is None or facts is None:
+                continue
+            if not every_namespace and facts.namespace not in governed:
+                continue
+            if facts.deleting or facts.status.get("phase") in TERMINAL:
+                continue
+            count = devices_per_replica(facts)
+            nodes = tuple((node, count) for _, node in sorted(placed.assignments.items()))
+            priority = int(facts.spec.get("priority") or 0)
+            out.append(
+                Holding(
+                    facts.namespace or "",
+                    facts.name,
+                    placed.pool,
+                    nodes,
+                    priority,
+                    placed.placed_at,
+                )
+            )
+        return tuple(out)

@@ -427,6 +427,8 @@ def placement_status(
         "candidatesOmitted": decision.omitted,
         "summary": {"reason": None},  # no longer waiting (a merge patch: `ready` is kept)
         "message": message,
+        "quota": decision.quota,
+        "preempted": None,  # placed again: its pods are its placement once more
         "placedAt": iso(now),
         "expectedFinish": finish,
         "observedGeneration": gen,
@@ -465,28 +467,51 @@ def waiting_status(
     now: datetime,
     omitted: int = 0,
     waiting_for: str | None = None,
+    quota: str | None = None,
+    for_quota: bool = False,
 ) -> tuple[dict[str, Any], str]:
     """A workload left waiting, with the candidates (dumped), how many more pools were
     considered (`omitted`), and why, at length and in short (summary.reason, from the same
     candidates: written with them, never on its own); and the Placed condition's reason:
-    waiting for room, or no pool can ever run it."""
+    waiting for room, for its quota (`for_quota`: it would fit the fleet now), or no pool
+    can ever run it."""
     conds = facts.status.get("conditions") or []
     gen = facts.generation
     feasible = any(c.get("feasible") for c in candidates)
     reason = "WaitingForCapacity" if feasible else "NoFeasiblePool"
+    short = short_reason(candidates, waiting_for)
+    if for_quota:
+        reason, short = "WaitingForQuota", _clip(f"quota {quota}: over its share now")
     status = {
         "phase": api.Phase.PENDING.value,
         "candidates": candidates,
         "candidatesOmitted": omitted,
         "message": message,
+        "quota": quota,
         "observedGeneration": gen,
-        "summary": {"ready": f"0/{replicas}", "reason": short_reason(candidates, waiting_for)},
+        "summary": {"ready": f"0/{replicas}", "reason": short},
         "conditions": [
             condition("Placed", False, reason, message, gen, conds, now),
             condition("Ready", False, "NotPlaced", message, gen, conds, now),
+            # An evicted workload says so until it is placed again (world.quota_status).
+            *(c for c in conds if c.get("type") == "Preempted" and facts.status.get("preempted")),
         ],
     }
     return status, reason
+
+
+def unplaced() -> dict[str, Any]:
+    """What a placement set, cleared: a workload sent back to the queue (its age kept)."""
+    return {
+        "phase": api.Phase.PENDING.value,
+        "pool": None,
+        "accelerator": None,
+        "vendor": None,
+        "score": None,
+        "assignments": [],
+        "placedAt": None,
+        "expectedFinish": None,
+    }
 
 
 def withdrawn_status(
@@ -503,14 +528,7 @@ def withdrawn_status(
     gen = facts.generation
     message = f"withdrawn from {pool}: {why}"
     status: dict[str, Any] = {
-        "phase": api.Phase.PENDING.value,
-        "pool": None,
-        "accelerator": None,
-        "vendor": None,
-        "score": None,
-        "assignments": [],
-        "placedAt": None,
-        "expectedFinish": None,
+        **unplaced(),
         "message": message,
         "observedGeneration": gen,
         "conditions": [

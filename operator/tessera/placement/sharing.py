@@ -1,0 +1,365 @@
+"""Sharing the fleet between AcceleratorQuotas within one plan: usage in normalised units,
+admission within nominal plus borrowing, the fair-share order of the queue, and the victims
+of a preemption. Pure; imports tessera.api and the placement snapshot only.
+
+A quota's usage is replicas x devices x the unitsPerDevice of the pool each workload holds,
+counted from the placed workloads the snapshot lists (Holding), so it stays true after a
+restart. A workload is admitted on a pool when its quota's usage plus its own stays within
+nominal plus what the quota may borrow, within the quota's device cap on that pool, and,
+when that means borrowing, while no other quota is owed capacity: a quota is owed when a
+workload of it waits that would fit its nominal (fair order puts it first, so capacity it
+cannot use this cycle stays idle for it rather than lent)."""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, TypeVar
+
+from tessera import api
+from tessera.placement.fit import NodeFit
+
+Rule = Literal["WithinQuota", "Reclaim"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaState:
+    """One AcceleratorQuota as the plan sees it: its spec and the namespaces it governs."""
+
+    name: str
+    spec: api.AcceleratorQuotaSpec
+    namespaces: frozenset[str]
+
+    @property
+    def limit(self) -> float:
+        """Units the quota may use at most: nominal plus its borrowing limit (unset: any)."""
+        borrow = self.spec.borrowing_limit
+        return self.spec.nominal + (borrow if borrow is not None else float("inf"))
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """A placed workload's devices: (node, devices) per replica, with what preemption weighs."""
+
+    namespace: str
+    name: str
+    pool: str
+    nodes: tuple[tuple[str, int], ...]
+    priority: int = 0
+    placed_at: datetime | None = None  # None: not known, treated as long ago
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def devices(self) -> int:
+        return sum(d for _, d in self.nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """A workload to evict so that a waiting one fits, and by which rule."""
+
+    namespace: str
+    name: str
+    rule: Rule
+    pool: str
+    devices: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """Victims on one pool after whose eviction the waiting workload fits there."""
+
+    pool: str
+    victims: tuple[Victim, ...]
+
+
+@dataclass(slots=True)
+class Usage:
+    """Units and devices per pool held by each quota, as a pass places workloads."""
+
+    units: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    devices: dict[str, dict[str, int]] = field(default_factory=lambda: defaultdict(dict))
+
+    def add(self, quota: str, pool: str, devices: int, units: float) -> None:
+        self.units[quota] += units
+        by_pool = self.devices[quota]
+        by_pool[pool] = by_pool.get(pool, 0) + devices
+
+    def copy(self) -> Usage:
+        other = Usage()
+        other.units.update(self.units)
+        for quota, by_pool in self.devices.items():
+            other.devices[quota] = dict(by_pool)
+        return other
+
+
+class Sharing:
+    """The quotas of one plan and their usage as it places; one per pass (`fresh`)."""
+
+    def __init__(
+        self,
+        quotas: Sequence[QuotaState],
+        units: Mapping[str, float],
+        holdings: Iterable[Holding],
+    ) -> None:
+        self.quotas = {q.name: q for q in quotas}
+        self.units = dict(units)  # pool -> units per device
+        self._quota_of: dict[str, str] = {}
+        selected: dict[str, list[str]] = defaultdict(list)
+        for q in sorted(quotas, key=lambda q: q.name):
+            for ns in q.namespaces:
+                selected[ns].append(q.name)
+        # A namespace two quotas select is governed by neither, and its workloads wait: no
+        # silent choice between them (both quotas report it).
+        self.contested = {ns: tuple(qs) for ns, qs in selected.items() if len(qs) > 1}
+        self._quota_of = {ns: qs[0] for ns, qs in selected.items() if len(qs) == 1}
+        self.holdings = tuple(holdings)
+        self.base = Usage()
+        for h in self.holdings:
+            quota = self.quota_of(h.namespace)
+            if quota is not None:
+                self.base.add(quota, h.pool, h.devices, self.cost(h.pool, h.devices))
+        self.usage = self.base.copy()
+        self.owed: set[str] = set()  # quotas with a waiting workload that fits their nominal
+
+    def fresh(self) -> Sharing:
+        """The same quotas and holdings with nothing placed yet: for another pass."""
+        other = Sharing.__new__(Sharing)
+        other.quotas, other.units, other._quota_of = self.quotas, self.units, self._quota_of
+        other.contested = self.contested
+        other.holdings, other.base = self.holdings, self.base
+        other.usage, other.owed = self.base.copy(), set()
+        return other
+
+    def quota_of(self, namespace: str) -> str | None:
+        return self._quota_of.get(namespace)
+
+    def cost(self, pool: str, devices: int) -> float:
+        return devices * self.units.get(pool, 0.0)
+
+    def share(self, quota: str) -> float:
+        """Usage over weighted nominal: the fair order serves the lowest first."""
+        q = self.quotas[quota]
+        entitled = q.spec.nominal * q.spec.weight
+        used = self.usage.units[quota]
+        return used / entitled if entitled > 0 else (float("inf") if used else 0.0)
+
+    def refusal(self, namespace: str, pool: str, devices: int) -> str | None:
+        """Why the namespace's quota does not admit `devices` more on `pool`, or None."""
+        quota = self.quota_of(namespace)
+        if quota is None:
+            both = self.contested.get(namespace)
+            if both:
+                return f"namespace {namespace} is selected by quotas {' and '.join(both)}"
+            return None
+        q, used = self.quotas[quota], self.usage.units[quota]
+        units = self.cost(pool, devices)
+        cap = next((c.max_devices for c in q.spec.pools if c.pool == pool), None)
+        held = self.usage.devices[quota].get(pool, 0)
+        if cap is not None and held + devices > cap:
+            return f"quota {quota} caps pool {pool} at {cap} devices ({held} held)"
+        if used + units > q.limit + 1e-9:
+            return (
+                f"quota {quota} has {_fmt(used)} of {_fmt(q.limit)} units in use "
+                f"(nominal {_fmt(q.spec.nominal)}); this needs {_fmt(units)}"
+            )
+        if used + units > q.spec.nominal + 1e-9:
+            lenders = sorted(self.owed - {quota})
+            if lenders:
+                return (
+                    f"quota {quota} would borrow {_fmt(used + units - q.spec.nominal)} units "
+                    f"above nominal while quota {lenders[0]} is owed capacity"
+                )
+        return None
+
+    def take(self, namespace: str, pool: str, devices: int) -> None:
+        quota = self.quota_of(namespace)
+        if quota is not None:
+            self.usage.add(quota, pool, devices, self.cost(pool, devices))
+
+    def waits(self, namespace: str, pool: str | None, devices: int) -> None:
+        """A workload of the namespace waits; if it would fit its quota's nominal on its best
+        pool, the quota is owed capacity: others may not borrow for the rest of the pass."""
+        quota = self.quota_of(namespace)
+        if quota is None or pool is None:
+            return
+        if self.usage.units[quota] + self.cost(pool, devices) <= self.quotas[quota].spec.nominal:
+            self.owed.add(quota)
+
+
+def fair_order(
+    groups: Mapping[str | None, Sequence[T]], sharing: Sharing
+) -> Iterator[tuple[T, Callable[[], None]]]:
+    """The queue in fair-share order: each time, the next workload of the quota with the
+    lowest share now (ties: quota name); within a quota, the order given (priority, then
+    age). Workloads of no quota (None) go first, as without quotas. Each item comes with a
+    callback to call once it is decided, which re-ranks its quota by its share then."""
+    yield from ((w, _noop) for w in groups.get(None, ()))
+    heads = [(sharing.share(q), q, 0) for q, items in groups.items() if q is not None and items]
+    heapq.heapify(heads)
+    while heads:
+        _, quota, i = heapq.heappop(heads)
+        assert quota is not None
+        items = groups[quota]
+
+        def decided(quota: str = quota, i: int = i) -> None:
+            if i + 1 < len(groups[quota]):
+                heapq.heappush(heads, (sharing.share(quota), quota, i + 1))
+
+        yield items[i], decided
+
+
+def _noop() -> None:
+    return None
+
+
+def _fmt(units: float) -> str:
+    return f"{units:.2f}".rstrip("0").rstrip(".")
+
+
+# --- Preemption ----------------------------------------------------------------------------
+
+
+def victims(
+    namespace: str,
+    priority: int,
+    devices: int,
+    pools: Sequence[str],
+    fits: Callable[[str, Mapping[str, int]], bool],
+    sharing: Sharing,
+    now: datetime,
+    taken: set[str],
+) -> Preemption | None:
+    """The fewest, lowest-priority whole workloads to evict so that a waiting workload of
+    `namespace` (its gang `devices` in all) fits on one of `pools` (its feasible pools, best
+    first), or None. `fits(pool, freed)` says whether the gang fits the pool with `freed`
+    devices back per node. `taken` are victims already chosen this cycle, never chosen
+    twice. Rules, from the preemptor's quota's policy:
+    - WithinQuota: lower-priority workloads of its own quota;
+    - Reclaim: while the quota stays within its nominal, workloads of quotas using more
+      than their nominal (borrowers), most recently placed first, only while their quota
+      still borrows.
+    Workloads placed less than their quota's minRuntimeSeconds ago are never victims."""
+    quota = sharing.quota_of(namespace)
+    if quota is None:
+        return None
+    policy = sharing.quotas[quota].spec.preemption
+    best: tuple[tuple[int, int, int], Preemption] | None = None
+    for rank, pool in enumerate(pools):
+        need = sharing.cost(pool, devices)
+        within = sharing.usage.units[quota] + need <= sharing.quotas[quota].spec.nominal + 1e-9
+        candidates: list[tuple[tuple[object, ...], Holding, Rule]] = []
+        for h in sharing.holdings:
+            if h.pool != pool or h.key in taken or not _old_enough(h, sharing, now):
+                continue
+            owner = sharing.quota_of(h.namespace)
+            if owner == quota and policy.within_quota == "LowerPriority" and h.priority < priority:
+                order: tuple[object, ...] = (0, h.priority, h.devices, _newest(h), h.key)
+                candidates.append((order, h, "WithinQuota"))
+            elif (
+                owner is not None
+                and owner != quota
+                and within
+                and policy.reclaim == "Any"
+                and sharing.usage.units[owner] > sharing.quotas[owner].spec.nominal + 1e-9
+            ):
+                candidates.append(((1, _newest(h), h.priority, h.devices, h.key), h, "Reclaim"))
+        chosen = _enough(sorted(candidates, key=lambda c: c[0]), pool, fits, sharing, quota, need)
+        if chosen is None:
+            continue
+        picked = Preemption(
+            pool,
+            tuple(Victim(h.namespace, h.name, rule, pool, h.devices) for h, rule in chosen),
+        )
+        key = (sum(h.devices for h, _ in chosen), max(h.priority for h, _ in chosen), rank)
+        if best is None or key < best[0]:
+            best = (key, picked)
+    return best[1] if best else None
+
+
+def _enough(
+    candidates: Sequence[tuple[tuple[object, ...], Holding, Rule]],
+    pool: str,
+    fits: Callable[[str, Mapping[str, int]], bool],
+    sharing: Sharing,
+    quota: str,
+    need: float,
+) -> list[tuple[Holding, Rule]] | None:
+    """Candidates in order until the gang fits and the quota admits it, then each dropped
+    again (last first) if the rest still do; None when all of them are not enough."""
+    chosen: list[tuple[Holding, Rule]] = []
+    for _, h, rule in candidates:
+        if rule == "Reclaim" and not _still_borrows(h, chosen, sharing):
+            continue
+        chosen.append((h, rule))
+        if _works(chosen, pool, fits, sharing, quota, need):
+            break
+    else:
+        return None
+    for item in reversed(list(chosen)):
+        rest = [c for c in chosen if c is not item]
+        if rest and _works(rest, pool, fits, sharing, quota, need):
+            chosen = rest
+    return chosen
+
+
+def _works(
+    chosen: Sequence[tuple[Holding, Rule]],
+    pool: str,
+    fits: Callable[[str, Mapping[str, int]], bool],
+    sharing: Sharing,
+    quota: str,
+    need: float,
+) -> bool:
+    freed: dict[str, int] = defaultdict(int)
+    own = 0.0
+    for h, rule in chosen:
+        for node, d in h.nodes:
+            freed[node] += d
+        if rule == "WithinQuota":
+            own += sharing.cost(h.pool, h.devices)
+    q = sharing.quotas[quota]
+    return sharing.usage.units[quota] - own + need <= q.limit + 1e-9 and fits(pool, freed)
+
+
+def _still_borrows(h: Holding, chosen: Sequence[tuple[Holding, Rule]], sharing: Sharing) -> bool:
+    """Whether h's quota still uses more than its nominal after the victims already chosen."""
+    owner = sharing.quota_of(h.namespace)
+    assert owner is not None
+    gone = sum(
+        sharing.cost(c.pool, c.devices) for c, _ in chosen if sharing.quota_of(c.namespace) == owner
+    )
+    return sharing.usage.units[owner] - gone > sharing.quotas[owner].spec.nominal + 1e-9
+
+
+def _old_enough(h: Holding, sharing: Sharing, now: datetime) -> bool:
+    quota = sharing.quota_of(h.namespace)
+    if quota is None:
+        return False  # a workload no quota governs is never a victim
+    floor = sharing.quotas[quota].spec.preemption.min_runtime_seconds
+    return h.placed_at is None or (now - h.placed_at).total_seconds() >= floor
+
+
+def _newest(h: Holding) -> float:
+    """Sorts the most recently placed first."""
+    return -h.placed_at.timestamp() if h.placed_at else 0.0
+
+
+def fits_after(fit: NodeFit, count: int, replicas: int, freed: Mapping[str, int]) -> bool:
+    """Whether a gang fits a pool's nodes with `freed` devices given back (on a copy)."""
+    trial = fit.copy()
+    for node, devices in freed.items():
+        if node in trial.free:  # a node not ready gives nothing back to new pods
+            trial.give(node, devices)
+    return trial.fits(count, replicas)
