@@ -155,6 +155,40 @@ PANELS: tuple[Panel, ...] = (
         kind="stat",
         width=6,
     ),
+    # Per team: the AcceleratorQuotas (docs/sharing.md).
+    Panel(
+        "Quota usage by team",
+        "Normalised units each AcceleratorQuota uses, against its nominal: above it, it "
+        "borrows capacity other teams leave idle (and may have to give it back).",
+        (
+            Query('sum by (quota) (tessera_quota_units{state="used"})', "{{quota}} used"),
+            Query('sum by (quota) (tessera_quota_units{state="nominal"})', "{{quota}} nominal"),
+        ),
+    ),
+    Panel(
+        "Cost by team",
+        "What each team's placed workloads cost per hour, at the pools' prices.",
+        (Query("sum by (quota) (rate(tessera_cost_total[5m])) * 3600", "{{quota}}"),),
+        stacked=True,
+    ),
+    Panel(
+        "Preemptions by team and rule",
+        "Workloads evicted per hour so that a waiting one of this team fits: WithinQuota "
+        "(priority) or Reclaim (capacity others had borrowed).",
+        (
+            Query(
+                "sum by (quota, rule) (increase(tessera_preemptions_total[1h]))",
+                "{{quota}} {{rule}}",
+            ),
+        ),
+    ),
+    Panel(
+        "Energy by team",
+        "Average power of each team's placed devices, at the pools' watts per device.",
+        (Query("sum by (quota) (rate(tessera_energy_joules_total[5m]))", "{{quota}}"),),
+        unit="watt",
+        stacked=True,
+    ),
 )
 
 
@@ -188,8 +222,9 @@ def build() -> dict[str, Any]:
         .uid(UID)
         .tags(["tessera", "accelerators"])
         .description(
-            "Devices by pool and state, waiting workloads, placements, latency, fallbacks and "
-            "the operator's health (docs/operations.md explains each panel)."
+            "Devices by pool and state, waiting workloads, placements, latency, fallbacks, "
+            "the operator's health and each team's quota, cost and preemptions "
+            "(docs/operations.md explains each panel)."
         )
         .refresh("30s")
         .time("now-6h", "now")

@@ -1,8 +1,8 @@
 """A real Prometheus (the pinned build) scrapes the operator with the chart's alert rules
 loaded, labelling the target as a ServiceMonitor on the chart's metrics Service would (job
-tessera-metrics, namespace tessera-system). After a short burst of workloads, some placed
-and one waiting, every dashboard panel's query and every alert rule's signal return series,
-and Prometheus evaluates every rule without error, none of them firing."""
+tessera-metrics, namespace tessera-system). After a short burst of workloads under a team
+quota, some placed and one waiting, every dashboard panel's query and every alert rule's
+signal return series, and Prometheus evaluates every rule without error, none firing."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ import dashboard  # hack/dashboard.py
 import sync_chart
 
 PROMETHEUS = cluster_mod.binaries()["prometheus"]
+NAME = "kubernetes.io/metadata.name"
 pytestmark = pytest.mark.skipif(
     not PROMETHEUS.exists(), reason=f"{PROMETHEUS} missing: run `make tools` to build it"
 )
@@ -152,6 +153,14 @@ def test_every_panel_and_rule_returns_series_after_a_burst(
     )
     pool = f"prom-{ns.ns.rsplit('-', 1)[1]}"
     make_pool(ns, pool, nodes=2, devices=4)
+    # A team quota over the namespace, large enough to hold nothing back: the per-team panels.
+    quota = {
+        "apiVersion": "tessera.dev/v1alpha1",
+        "kind": "AcceleratorQuota",
+        "metadata": {"name": pool},
+        "spec": {"namespaceSelector": {"matchLabels": {NAME: ns.ns}}, "nominal": 1000},
+    }
+    ns("apply", "--server-side", "-f", "-", input=json.dumps(quota))
     try:
         objectives = ("performance", "cost", "energy", "balanced")
         # The burst goes to the example pools (the test pool's made-up B1 would win).
@@ -212,4 +221,5 @@ def test_every_panel_and_rule_returns_series_after_a_burst(
             # TesseraOperatorDown pending at once), nothing waited an hour, no error.
             assert rule["state"] == "inactive", rule
     finally:
+        ns("delete", "acq", pool, "--wait=false", check=False)
         drop_pools(ns, {pool: 2})

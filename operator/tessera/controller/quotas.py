@@ -45,6 +45,8 @@ class QuotaStatuses:
             status = quota_status(world, name, shared, self.preemptions[name], now)
             spec = world.quota_specs.get(name)
             if not isinstance(spec, str) and spec is not None:
+                for rule in ("WithinQuota", "Reclaim"):  # 0 until the first, not "no data"
+                    metrics.PREEMPTIONS.labels(name, rule)
                 used = shared.base.units.get(name, 0.0)
                 metrics.QUOTA_UNITS.labels(name, "nominal").set(spec.nominal)
                 metrics.QUOTA_UNITS.labels(name, "used").set(used)
@@ -56,6 +58,8 @@ class QuotaStatuses:
             del self._written[name]
             for state in ("nominal", "used", "borrowed"):
                 metrics.QUOTA_UNITS.remove(name, state)
+            for rule in ("WithinQuota", "Reclaim"):
+                metrics.PREEMPTIONS.remove(name, rule)
 
     def _account(self, world: World, seconds: float) -> None:
         if seconds <= 0:
