@@ -376,6 +376,13 @@ POOL_COLUMNS = (
         priority=1,
     ),
     Column("Preference", "integer", ".spec.preference", "Admin bias, -100..100.", priority=1),
+    Column(
+        "Units",
+        "number",
+        ".status.accelerator.unitsPerDevice",
+        "Normalised units one device counts for in AcceleratorQuotas.",
+        priority=1,
+    ),
 )
 
 WORKLOAD_COLUMNS = (

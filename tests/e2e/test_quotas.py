@@ -1,21 +1,28 @@
 """AcceleratorQuotas on the real control plane: one team borrows the idle fleet and another
 reclaims its share; priority preemption inside one quota; a quota across the A100 and H100
-pools counts units, not devices; SIGKILL of the operator in the middle of a preemption. A
+pools counts units, not devices; SIGKILL of the operator in the middle of a preemption;
+minutes of two teams' churn without thrash. A
 pool of its own per test (the test-only accelerator at 1 unit a device), namespaces
 labelled per team."""
 
 from __future__ import annotations
 
 import json
+import os
+import random
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import pytest
 from operator_harness import (
+    RESOURCE,
     Kubectl,
     Operator,
+    Sampler,
     clear_workloads,
     drop_pools,
     is_ready,
@@ -245,3 +252,118 @@ def test_sigkill_during_a_preemption_neither_evicts_twice_nor_loses_a_workload(
         finally:
             if not op.healthy():
                 op.start()
+
+
+CHURN_SECONDS = float(os.environ.get("TESSERA_QUOTA_CHURN_SECONDS", "300"))
+MIN_RUNTIME = 15
+
+
+class Thrash(Sampler):
+    """Samples both teams' Workloads, their quotas and the pool's pods: when each workload
+    was last placed, each eviction with how long its victim had run, the most devices any
+    node held, the most units any quota used."""
+
+    every = 0.5
+
+    def __init__(self, teams: dict[str, Kubectl], pool: str, quotas: dict[str, str]) -> None:
+        super().__init__()
+        self.teams, self.pool, self.quotas = teams, pool, quotas
+        self.placed_at: dict[str, str] = {}
+        self.evictions: dict[tuple[str, str], tuple[str, float]] = {}  # (victim, at) -> by, ran
+        self.most_on_a_node = 0
+        self.most_used: dict[str, float] = {}
+
+    def sample(self) -> None:
+        for k in self.teams.values():
+            for w in k.get("awl")["items"]:
+                key = f"{k.ns}/{w['metadata']['name']}"
+                status = w.get("status") or {}
+                if status.get("placedAt"):
+                    self.placed_at[key] = status["placedAt"]
+                record = status.get("preempted")
+                if record and (key, record["at"]) not in self.evictions and key in self.placed_at:
+                    ran = (parse(record["at"]) - parse(self.placed_at[key])).total_seconds()
+                    self.evictions[key, record["at"]] = (record["by"], ran)
+        k = next(iter(self.teams.values()))
+        for name in self.quotas.values():
+            used = float(quota_status(k, name).get("used") or 0)
+            self.most_used[name] = max(self.most_used.get(name, 0.0), used)
+        pods = json.loads(
+            k("get", "pods", "-A", "-l", f"tessera.dev/pool={self.pool}", "-o", "json").stdout
+        )["items"]
+        per_node: dict[str, int] = {}
+        for p in pods:
+            if p["status"].get("phase") in ("Succeeded", "Failed"):
+                continue
+            node = p["spec"].get("nodeName") or "?"
+            devices = int(p["spec"]["containers"][0]["resources"]["requests"][RESOURCE])
+            per_node[node] = per_node.get(node, 0) + devices
+        self.most_on_a_node = max(self.most_on_a_node, *per_node.values(), 0)
+
+
+def parse(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_two_teams_churn_for_minutes_without_thrash(
+    operator: Operator, installed: Any, suffix: str
+) -> None:
+    """Two teams of 6 units (4 more borrowable) over 12 devices submit and finish jobs of
+    mixed sizes and priorities at random for CHURN_SECONDS, each going quiet in turn (the
+    other borrows, then gives back). Preemption happens, but never of
+    a workload younger than minRuntimeSeconds, never back and forth, never past a node's
+    devices or a quota's limit; at the end every workload is running or says why it waits."""
+    pool = f"churn-{suffix}"
+    rng = random.Random(7)
+    names = {"a": f"qca-{suffix}", "b": f"qcb-{suffix}"}
+    with team(installed, f"ca-{suffix}") as a, team(installed, f"cb-{suffix}") as b:
+        teams = {"a": a, "b": b}
+        share_pool(a, pool, nodes=3, devices=4)
+        policy = {"minRuntimeSeconds": MIN_RUNTIME}
+        for t, k in teams.items():
+            quota(k, names[t], f"c{t}-{suffix}", 6, borrowingLimit=4, preemption=policy)
+            governs = lambda t=t, k=k: quota_status(k, names[t]).get("namespaces") == [k.ns]  # noqa: E731
+            wait_for(f"quota {t} governs its namespace", governs, timeout=30)
+        live: dict[str, list[str]] = {"a": [], "b": []}
+        submitted = 0
+        try:
+            with Thrash(teams, pool, names) as watch:
+                start = time.monotonic()
+                while (elapsed := time.monotonic() - start) < CHURN_SECONDS:
+                    # Phases of 30 s: both teams busy, then one goes quiet (its jobs finish,
+                    # the other borrows), then it comes back (and reclaims its share).
+                    quiet = {0: "", 1: "b", 2: "", 3: "a"}[int(elapsed // 30) % 4]
+                    t = rng.choice("ab")
+                    k = teams[t]
+                    if t == quiet:
+                        if live[t]:
+                            k("delete", "awl", live[t].pop(0), "-n", k.ns, "--wait=false")
+                    elif live[t] and (len(live[t]) >= 5 or rng.random() < 0.3):
+                        gone = live[t].pop(rng.randrange(len(live[t])))
+                        k("delete", "awl", gone, "-n", k.ns, "--wait=false")
+                    else:
+                        submitted += 1
+                        w = workload(f"j{submitted}", count=rng.choice([2, 4]), pools=[pool])
+                        w["spec"]["priority"] = rng.choice([0, 0, 10])
+                        k.apply(w)
+                        live[t].append(f"j{submitted}")
+                    time.sleep(rng.uniform(1.0, 2.5))
+                time.sleep(MIN_RUNTIME + 10)  # the last protected ones may still be reclaimed
+            assert watch.samples > 10
+            assert watch.evictions, "no preemption in the churn: it did not test sharing"
+            for (victim, _), (by, ran) in watch.evictions.items():
+                assert ran >= MIN_RUNTIME - 1, f"{victim} evicted by {by} after {ran:.0f}s"
+                assert (by, victim) not in {(v, b) for (v, _), (b, _) in watch.evictions.items()}
+            assert watch.most_on_a_node <= 4
+            assert all(used <= 6 + 4 for used in watch.most_used.values()), watch.most_used
+            assert len(watch.evictions) <= submitted
+            for t, k in teams.items():
+                for name in live[t]:
+                    status = k.status(name)
+                    assert status.get("phase") in ("Running", "Pending"), (name, status)
+                    assert status.get("phase") == "Running" or status.get("message")
+        finally:
+            a("delete", "acq", *names.values(), "--wait=false", check=False)
+            clear_workloads(a)
+            clear_workloads(b)
+            drop_pools(a, {pool: 3})

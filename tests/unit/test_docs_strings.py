@@ -61,6 +61,15 @@ FRAGMENTS = [
     "or sooner when the pool changes)",
     "withdrawn from ",
     "pods unschedulable for over ",
+    # Quotas (tessera.placement.sharing, cycle).
+    "waiting for quota: ",
+    " units in use ",
+    "); this needs ",
+    "above nominal while quota ",
+    " is owed capacity",
+    " is selected by quotas ",
+    " it may preempt ",
+    "protects just-placed work)",
     # Migration off a draining pool (tessera.controller.fallback).
     " is draining; no other pool has room yet: ",
     # Refused pods and Services (tessera.controller.writes).

@@ -365,3 +365,18 @@ def _holding(w: PendingWorkload, d: Decision) -> Holding:
     return Holding(
         w.namespace, w.name, d.pool or "", tuple((n, count) for n in d.nodes), w.spec.priority, NOW
     )
+
+
+def test_a_wait_on_a_protected_workload_says_until_when() -> None:
+    h100 = pool("h100", 1, 8)
+    team = quota("team", 16.0, "team", preemption={"minRuntimeSeconds": 300})
+    holdings = [held("team", "fresh", h100, 0, 8, age=60)]
+    queue = [workload("urgent", "team", count=2, priority=10)]
+    (d,) = plan(queue, fleet([h100], [team], holdings), NOW)
+    assert not d.placed and d.preemption is None
+    assert d.message.endswith(
+        "it may preempt team/fresh from 2025-06-01T12:04:00Z (minRuntimeSeconds protects "
+        "just-placed work)"
+    )
+    later = plan(queue, fleet([h100], [team], holdings), NOW + timedelta(seconds=30))
+    assert later[0].message == d.message  # a time, not a countdown: written once

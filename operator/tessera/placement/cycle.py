@@ -15,7 +15,7 @@ from tessera.placement.decision import Decision
 from tessera.placement.feasibility import capacity_reason, selection_reasons, static_reasons
 from tessera.placement.fit import NodeFit
 from tessera.placement.scoring import Scored, score, weights_for
-from tessera.placement.sharing import Sharing, fair_order, fits_after, victims
+from tessera.placement.sharing import Sharing, fair_order, fits_after, protected, victims
 from tessera.placement.snapshot import PendingWorkload, PoolView, Snapshot
 from tessera.placement.state import Pass, PoolWork, Row, Scan, Static
 from tessera.placement.timing import (
@@ -271,7 +271,17 @@ def _preempt(queue: _Queue, done: _Done, now: datetime) -> list[Decision]:
             w.namespace, w.spec.priority, count * replicas, names, fits, sharing, now, taken
         )
         if found is None:
-            out.append(d)
+            young = protected(w.namespace, w.spec.priority, count * replicas, names, sharing, now)
+            if young is not None:
+                key, at = young
+                when = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+                message = (
+                    f"{d.message}; it may preempt {key} from {when} (minRuntimeSeconds "
+                    "protects just-placed work)"
+                )
+                out.append(dataclasses.replace(d, message=message))
+            else:
+                out.append(d)
             continue
         fit = pools[found.pool].fit
         for v in found.victims:

@@ -16,7 +16,7 @@ import heapq
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal, TypeVar
 
 from tessera import api
@@ -254,28 +254,14 @@ def victims(
     quota = sharing.quota_of(namespace)
     if quota is None:
         return None
-    policy = sharing.quotas[quota].spec.preemption
     best: tuple[tuple[int, int, int], Preemption] | None = None
     for rank, pool in enumerate(pools):
         need = sharing.cost(pool, devices)
-        within = sharing.usage.units[quota] + need <= sharing.quotas[quota].spec.nominal + 1e-9
-        candidates: list[tuple[tuple[object, ...], Holding, Rule]] = []
-        for h in sharing.holdings:
-            if h.pool != pool or h.key in taken or not _old_enough(h, sharing, now):
-                continue
-            owner = sharing.quota_of(h.namespace)
-            if owner == quota and policy.within_quota == "LowerPriority" and h.priority < priority:
-                order: tuple[object, ...] = (0, h.priority, h.devices, _newest(h), h.key)
-                candidates.append((order, h, "WithinQuota"))
-            elif (
-                owner is not None
-                and owner != quota
-                and within
-                and policy.reclaim == "Any"
-                and sharing.usage.units[owner] > sharing.quotas[owner].spec.nominal + 1e-9
-            ):
-                candidates.append(((1, _newest(h), h.priority, h.devices, h.key), h, "Reclaim"))
-        chosen = _enough(sorted(candidates, key=lambda c: c[0]), pool, fits, sharing, quota, need)
+        candidates = _candidates(quota, priority, pool, need, sharing, taken)
+        ordered = [
+            (order, h, rule) for order, h, rule in candidates if _old_enough(h, sharing, now)
+        ]
+        chosen = _enough(sorted(ordered, key=lambda c: c[0]), pool, fits, sharing, quota, need)
         if chosen is None:
             continue
         picked = Preemption(
@@ -286,6 +272,61 @@ def victims(
         if best is None or key < best[0]:
             best = (key, picked)
     return best[1] if best else None
+
+
+def protected(
+    namespace: str,
+    priority: int,
+    devices: int,
+    pools: Sequence[str],
+    sharing: Sharing,
+    now: datetime,
+) -> tuple[str, datetime] | None:
+    """When no preemption was found: the workload the rules would let this one evict but
+    for its quota's minRuntimeSeconds, and when it may be (the soonest), or None. What a
+    waiting workload's message says it waits for (a time, not a countdown: the message is
+    written only when it changes)."""
+    quota = sharing.quota_of(namespace)
+    if quota is None:
+        return None
+    soonest: tuple[datetime, str] | None = None
+    for pool in pools:
+        need = sharing.cost(pool, devices)
+        for _, h, _ in _candidates(quota, priority, pool, need, sharing, set()):
+            if h.placed_at is None or _runtime_left(h, sharing, now) <= 0:
+                continue
+            owner = sharing.quota_of(h.namespace)
+            assert owner is not None
+            floor = sharing.quotas[owner].spec.preemption.min_runtime_seconds
+            at = h.placed_at + timedelta(seconds=floor)
+            if soonest is None or (at, h.key) < soonest:
+                soonest = (at, h.key)
+    return (soonest[1], soonest[0]) if soonest else None
+
+
+def _candidates(
+    quota: str, priority: int, pool: str, need: float, sharing: Sharing, taken: set[str]
+) -> list[tuple[tuple[object, ...], Holding, Rule]]:
+    """The holdings on `pool` the quota's policy lets a waiting workload of `priority` and
+    `need` units evict (their minimum run time aside), each with its sort key."""
+    policy = sharing.quotas[quota].spec.preemption
+    within = sharing.usage.units[quota] + need <= sharing.quotas[quota].spec.nominal + 1e-9
+    out: list[tuple[tuple[object, ...], Holding, Rule]] = []
+    for h in sharing.holdings:
+        if h.pool != pool or h.key in taken:
+            continue
+        owner = sharing.quota_of(h.namespace)
+        if owner == quota and policy.within_quota == "LowerPriority" and h.priority < priority:
+            out.append(((0, h.priority, h.devices, _newest(h), h.key), h, "WithinQuota"))
+        elif (
+            owner is not None
+            and owner != quota
+            and within
+            and policy.reclaim == "Any"
+            and sharing.usage.units[owner] > sharing.quotas[owner].spec.nominal + 1e-9
+        ):
+            out.append(((1, _newest(h), h.priority, h.devices, h.key), h, "Reclaim"))
+    return out
 
 
 def _enough(
@@ -344,11 +385,16 @@ def _still_borrows(h: Holding, chosen: Sequence[tuple[Holding, Rule]], sharing: 
 
 
 def _old_enough(h: Holding, sharing: Sharing, now: datetime) -> bool:
+    return sharing.quota_of(h.namespace) is not None and _runtime_left(h, sharing, now) <= 0
+
+
+def _runtime_left(h: Holding, sharing: Sharing, now: datetime) -> float:
+    """Seconds until h may be evicted: its quota's minRuntimeSeconds less its run so far."""
     quota = sharing.quota_of(h.namespace)
-    if quota is None:
-        return False  # a workload no quota governs is never a victim
+    if quota is None or h.placed_at is None:
+        return 0.0
     floor = sharing.quotas[quota].spec.preemption.min_runtime_seconds
-    return h.placed_at is None or (now - h.placed_at).total_seconds() >= floor
+    return floor - (now - h.placed_at).total_seconds()
 
 
 def _newest(h: Holding) -> float:
