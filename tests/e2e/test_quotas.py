@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 from operator_harness import (
     RESOURCE,
+    TESSERA,
     Kubectl,
     Operator,
     Sampler,
@@ -208,6 +210,14 @@ def test_a_quota_across_a100_and_h100_counts_units(
                 d.status("two-h100")["summary"]["reason"]
                 == f"quota qd-{suffix}: over its share now"
             )
+            # The what-if says the same of the same manifest.
+            manifest = d("get", "awl", "two-h100", "-n", d.ns, "-o", "yaml").stdout
+            plan = subprocess.run(
+                [str(TESSERA), "plan", "-f", "-", "--kubeconfig", str(d.cluster.kubeconfig)],
+                input=manifest, capture_output=True, text=True, timeout=60, check=False,
+            )  # fmt: skip
+            assert plan.returncode == 1, plan.stdout + plan.stderr
+            assert f"waiting for quota: quota qd-{suffix} has 2.52 of 4 units" in plan.stdout
             d.apply(workload("one-h100", count=1, pools=["h100"]))
             wait_for("one-h100 placed", lambda: d.status("one-h100").get("pool") == "h100")
             status = wait_for(

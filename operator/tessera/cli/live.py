@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from tessera import api
-from tessera.errors import ApiError, ClusterUnreachable, TesseraError
+from tessera.errors import ApiError, ClusterUnreachable, NotFound, TesseraError
 from tessera.k8s import Kube
 from tessera.world.facts import namespace_facts, node_facts, object_facts, pod_facts
 from tessera.world.snapshot import World
@@ -47,11 +47,19 @@ def _items(kube: Kube, path: str) -> list[dict[str, Any]]:
 
 
 def world(kube: Kube) -> World:
-    """The fleet as the operator sees it now: nodes, pods, pools, workloads and namespaces,
-    each read with one LIST (the kinds the operator watches, tessera.watched). Read-only."""
+    """The fleet as the operator sees it now: nodes, pods, pools, workloads, namespaces and
+    quotas, each read with one LIST (the kinds the operator watches, tessera.watched).
+    Read-only. A cluster whose CRDs predate AcceleratorQuota has no quotas."""
     base = f"/apis/{api.GROUP}/{api.VERSION}"
     pods = _items(kube, "/api/v1/pods")  # every pod: others' hold devices too
+    try:
+        quotas = kube.request("GET", f"{base}/acceleratorquotas").get("items") or []
+    except NotFound:
+        quotas = []
+    except (ClusterUnreachable, ApiError) as err:
+        raise Failed(str(err)) from err
     return World(
+        quotas={q.name: q for q in map(object_facts, quotas)},
         nodes={n.name: n for n in map(node_facts, _items(kube, "/api/v1/nodes"))},
         pods=[pod_facts(p) for p in pods],
         pools={p.name: p for p in map(object_facts, _items(kube, f"{base}/acceleratorpools"))},
