@@ -380,3 +380,17 @@ def test_a_wait_on_a_protected_workload_says_until_when() -> None:
     )
     later = plan(queue, fleet([h100], [team], holdings), NOW + timedelta(seconds=30))
     assert later[0].message == d.message  # a time, not a countdown: written once
+
+
+def test_a_quota_is_owed_only_the_pools_its_waiting_work_can_use() -> None:
+    """b waits for H100s only: a may borrow the L4s b could never use."""
+    h100, l4 = pool("h100", 1, 8), pool("l4", 2, 8)
+    a, b = quota("a", 0.5, "a"), quota("b", 24.0, "b")
+    holdings = [held("a", "small", l4, 0, 4), held("b", "big", h100, 0, 8)]
+    queue = [
+        workload("b-next", "b", count=8, pools=["h100"], age=5),
+        workload("a-l4", "a", count=8, pools=["l4"], age=4),
+    ]
+    got = by_name(plan(queue, fleet([h100, l4], [a, b], holdings), NOW))
+    assert not got["b-next"].placed
+    assert got["a-l4"].placed and got["a-l4"].pool == "l4"

@@ -475,8 +475,7 @@ def _decide(
             message, for_quota = f"waiting for quota: {why}", True
         elif st.scored and quota is None and w.namespace in sharing.contested:
             message = f"waiting: {sharing.refusal(w.namespace, ranked[0].scored.pool.name, 0)}"
-        best = ranked[0].scored.pool.name if ranked else None
-        sharing.waits(w.namespace, best, count * replicas)
+        sharing.waits(w.namespace, [r.scored.pool.name for r in ranked], count * replicas)
     return Decision(
         namespace=w.namespace,
         name=w.name,

@@ -6,9 +6,10 @@ A quota's usage is replicas x devices x the unitsPerDevice of the pool each work
 counted from the placed workloads the snapshot lists (Holding), so it stays true after a
 restart. A workload is admitted on a pool when its quota's usage plus its own stays within
 nominal plus what the quota may borrow, within the quota's device cap on that pool, and,
-when that means borrowing, while no other quota is owed capacity: a quota is owed when a
-workload of it waits that would fit its nominal (fair order puts it first, so capacity it
-cannot use this cycle stays idle for it rather than lent)."""
+when that means borrowing, while no other quota is owed capacity on that pool: a quota is
+owed a pool's capacity when a workload of it waits that would fit its nominal and could run
+there (fair order puts it first, so capacity it cannot use this cycle stays idle for it
+rather than lent; pools it cannot use at all stay open to borrowers)."""
 
 from __future__ import annotations
 
@@ -131,7 +132,8 @@ class Sharing:
             if quota is not None:
                 self.base.add(quota, h.pool, h.devices, self.cost(h.pool, h.devices))
         self.usage = self.base.copy()
-        self.owed: set[str] = set()  # quotas with a waiting workload that fits their nominal
+        # per quota, the pools where a waiting workload of it within its nominal could run
+        self.owed: dict[str, set[str]] = defaultdict(set)
 
     def fresh(self) -> Sharing:
         """The same quotas and holdings with nothing placed yet: for another pass."""
@@ -139,7 +141,7 @@ class Sharing:
         other.quotas, other.units, other._quota_of = self.quotas, self.units, self._quota_of
         other.contested = self.contested
         other.holdings, other.base = self.holdings, self.base
-        other.usage, other.owed = self.base.copy(), set()
+        other.usage, other.owed = self.base.copy(), defaultdict(set)
         return other
 
     def quota_of(self, namespace: str) -> str | None:
@@ -175,7 +177,7 @@ class Sharing:
                 f"(nominal {_fmt(q.spec.nominal)}); this needs {_fmt(units)}"
             )
         if used + units > q.spec.nominal + 1e-9:
-            lenders = sorted(self.owed - {quota})
+            lenders = sorted(q for q, pools in self.owed.items() if q != quota and pool in pools)
             if lenders:
                 return (
                     f"quota {quota} would borrow {_fmt(used + units - q.spec.nominal)} units "
@@ -188,14 +190,18 @@ class Sharing:
         if quota is not None:
             self.usage.add(quota, pool, devices, self.cost(pool, devices))
 
-    def waits(self, namespace: str, pool: str | None, devices: int) -> None:
-        """A workload of the namespace waits; if it would fit its quota's nominal on its best
-        pool, the quota is owed capacity: others may not borrow for the rest of the pass."""
+    def waits(self, namespace: str, pools: Sequence[str], devices: int) -> None:
+        """A workload of the namespace waits for one of `pools` (its feasible pools, best
+        first); if it would fit its quota's nominal on the best, the quota is owed their
+        capacity: others may not borrow there for the rest of the pass."""
         quota = self.quota_of(namespace)
-        if quota is None or pool is None:
+        if quota is None or not pools:
             return
-        if self.usage.units[quota] + self.cost(pool, devices) <= self.quotas[quota].spec.nominal:
-            self.owed.add(quota)
+        if (
+            self.usage.units[quota] + self.cost(pools[0], devices)
+            <= self.quotas[quota].spec.nominal
+        ):
+            self.owed[quota].update(pools)
 
 
 def fair_order(
