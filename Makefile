@@ -78,6 +78,7 @@ bench: $(STAMP) tools ## Run the benchmarks (SCALE=large: the 5,000-node fleet);
 	@$(PY) bench/planning.py
 	@$(PY) bench/cycles.py
 	@$(PY) bench/quality.py --jobs 2000 --seeds 2
+	@$(PY) bench/sharing.py
 	@$(PY) bench/fleet_bench.py --scale $(SCALE)
 	@$(PY) hack/bench_table.py
 

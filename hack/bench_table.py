@@ -80,6 +80,15 @@ def quality(r: dict[str, Any]) -> Iterator[Row]:
         yield name, target, measured, baseline, met(ok)
 
 
+def sharing(r: dict[str, Any]) -> Iterator[Row]:
+    name = f"team quotas: {len(r['teams'])} teams, {r['jobsPerTrace']:,} jobs x {r['seeds']} traces"
+    for t in r["targets"]:
+        f = t["figure"]
+        measured = f"{f['median']:g} [{f['min']:g}, {f['max']:g}]"
+        verdict = {"met": True, "not met": False}.get(t["verdict"])
+        yield name, t["target"], measured, "same traces, other policies", met(verdict)
+
+
 def unit(threshold: str) -> str:
     """The unit a threshold's figure is in: `>= 0.8x` -> x, `<= 1 s` -> ` s`, `== 0` -> none."""
     last = threshold.rsplit(maxsplit=1)[-1]
@@ -136,6 +145,7 @@ def rows(results: Path = RESULTS) -> list[Row]:
         ("cycles.json", cycles),
         ("quality.json", quality),
         ("quality-noisy-estimates.json", quality),
+        ("sharing.json", sharing),
         ("fleet-default.json", fleet),
         ("fleet-large.json", fleet),
     ):
