@@ -62,15 +62,19 @@ class QuotaStatuses:
                 metrics.PREEMPTIONS.remove(name, rule)
 
     def _account(self, world: World, seconds: float) -> None:
+        """Adds `seconds` of what every placed workload holds to the accounting counters,
+        summed per namespace, quota and pool first (one increment per series, not per
+        workload: at 10,000 Workloads the difference is most of this step's CPU)."""
         if seconds <= 0:
             return
         owner = {ns: q for q, state in world.quota_states.items() for ns in state.namespaces}
+        devices: Counter[tuple[str, str, str]] = Counter()
         for h in world.holdings(every_namespace=True):
-            acc = world.accelerator(h.pool) if h.pool in world.pool_specs else None
-            if acc is None:
-                continue
-            labels = (h.namespace, owner.get(h.namespace, ""), h.pool)
-            device_seconds = h.devices * seconds
+            if h.pool in world.pool_specs:
+                devices[h.namespace, owner.get(h.namespace, ""), h.pool] += h.devices
+        for labels, held in devices.items():
+            acc = world.accelerator(labels[2])
+            device_seconds = held * seconds
             metrics.DEVICE_SECONDS.labels(*labels).inc(device_seconds)
             metrics.UNIT_SECONDS.labels(*labels).inc(device_seconds * acc.units_per_device)
             metrics.COST.labels(*labels).inc(device_seconds / 3600 * acc.cost_per_device_hour)
