@@ -18,6 +18,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tessera import catalog
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hack"))
 
@@ -116,6 +118,7 @@ def test_helm_lint_strict(args: list[str]) -> None:
         ("metrics.serviceMonitor.enabeld=true", "additional properties 'enabeld' not allowed"),
         ("ha.replicas=1", "minimum"),
         ("operator.logFormat=yaml", "text"),
+        ("operator.unitReference=H100", "H100-SXM5-80GB"),
         ("metrics.serviceMonitor.interval=30sec", "does not match pattern"),
     ],
 )
@@ -123,6 +126,18 @@ def test_a_typo_in_values_fails(value: str, complaint: str) -> None:
     proc = helm("template", "t", str(CHART), "--set", value, check=False)
     assert proc.returncode != 0, f"--set {value} was accepted"
     assert complaint in proc.stderr, proc.stderr
+
+
+def test_the_unit_reference_may_be_any_catalog_model_and_only_those() -> None:
+    """The chart refuses at install what `tessera run --unit-reference` would refuse at start
+    (a crash loop): its schema lists the catalog's models."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    allowed = schema["properties"]["operator"]["properties"]["unitReference"]["enum"]
+    assert allowed == catalog.model_names()
+    rendered = render("--set", "operator.unitReference=A100-SXM4-80GB")
+    (deployment,) = (d for d in rendered if d["kind"] == "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--unit-reference=A100-SXM4-80GB" in args
 
 
 def test_default_render_has_exactly_the_core_objects() -> None:
