@@ -395,6 +395,7 @@ def test_pool_columns(cluster: Any, crds: list[str]) -> None:
                 "model": "H100-SXM5-80GB",
                 "source": "spec",
                 "resourceName": "nvidia.com/gpu",
+                "unitsPerDevice": 1,
             },
             "summary": {"nodes": "3/4", "devices": "20/32"},
         }
@@ -409,11 +410,11 @@ def test_pool_columns(cluster: Any, crds: list[str]) -> None:
         out = cluster.kubectl("get", "acp", "columns-h100", "-o", "wide").stdout
         assert _columns(out) == [
             "NAME", "VENDOR", "MODEL", "NODES", "AVAILABLE", "DRAINING", "AGE", "RESOURCE",
-            "PREFERENCE",
+            "PREFERENCE", "UNITS",
         ]  # fmt: skip
         row = re.split(r"\s+", out.splitlines()[1].strip())
         assert row[:6] == ["columns-h100", "nvidia", "H100-SXM5-80GB", "3/4", "20/32", "false"]
-        assert row[-2:] == ["nvidia.com/gpu", str(pool["spec"]["preference"])]
+        assert row[-3:] == ["nvidia.com/gpu", str(pool["spec"]["preference"]), "1"]
         # Short name, category and selectable fields.
         assert "columns-h100" in cluster.kubectl("get", "tessera").stdout
         selected = cluster.kubectl(
