@@ -394,3 +394,16 @@ def test_a_quota_is_owed_only_the_pools_its_waiting_work_can_use() -> None:
     got = by_name(plan(queue, fleet([h100, l4], [a, b], holdings), NOW))
     assert not got["b-next"].placed
     assert got["a-l4"].placed and got["a-l4"].pool == "l4"
+
+
+def test_a_cycle_looks_for_victims_for_a_bounded_number_of_waiting_workloads() -> None:
+    """A backlog of thousands would make every cycle go over every pool's holdings for each;
+    the rest look in later cycles."""
+    from tessera.placement.cycle import PREEMPTION_TRIES
+
+    h100 = pool("h100", 40, 2)
+    team = quota("team", 100.0, "team", preemption={"minRuntimeSeconds": 0})
+    holdings = [held("team", f"low{i}", h100, i, 2, priority=0) for i in range(40)]
+    queue = [workload(f"urgent{i}", "team", count=2, priority=9, age=40 - i) for i in range(40)]
+    decisions = plan(queue, fleet([h100], [team], holdings), NOW)
+    assert sum(1 for d in decisions if d.preemption) == PREEMPTION_TRIES < 40

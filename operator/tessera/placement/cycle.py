@@ -15,7 +15,7 @@ from tessera.placement.decision import Decision
 from tessera.placement.feasibility import capacity_reason, selection_reasons, static_reasons
 from tessera.placement.fit import NodeFit
 from tessera.placement.scoring import Scored, score, weights_for
-from tessera.placement.sharing import Sharing, fair_order, fits_after, protected, victims
+from tessera.placement.sharing import Gang, Sharing, fair_order, protected, victims
 from tessera.placement.snapshot import PendingWorkload, PoolView, Snapshot
 from tessera.placement.state import Pass, PoolWork, Row, Scan, Static
 from tessera.placement.timing import (
@@ -27,6 +27,10 @@ from tessera.placement.timing import (
 )
 
 _NO_NOTES: Mapping[str, str] = MappingProxyType({})
+# Waiting workloads a cycle looks for victims for, in the fair order: each look goes over
+# the holdings of every feasible pool, and a backlog of thousands would make every cycle
+# pay it; the rest look in later cycles (one every two seconds at least).
+PREEMPTION_TRIES = 32
 
 
 def _signature(w: PendingWorkload, closed: tuple[str, ...]) -> tuple[object, ...]:
@@ -254,21 +258,25 @@ def _preempt(queue: _Queue, done: _Done, now: datetime) -> list[Decision]:
         return done.decisions
     pools, taken = done.state.pools, set[str]()
     held = {h.key: h for h in sharing.holdings}
-    out = []
+    out, tries = [], 0
     for i, d in zip(done.order, done.decisions, strict=True):
         w, st, _ = queue[i]
-        if d.placed or w.holds or not st.scored or sharing.quota_of(w.namespace) is None:
+        quota = sharing.quota_of(w.namespace)
+        if d.placed or w.holds or not st.scored or quota is None or tries >= PREEMPTION_TRIES:
             out.append(d)
             continue
+        policy = sharing.quotas[quota].spec.preemption
+        if policy.within_quota == "Never" and policy.reclaim == "Never":
+            out.append(d)
+            continue
+        tries += 1
         count, replicas = w.spec.accelerator.count, w.spec.replicas
-
-        def fits(pool: str, freed: Mapping[str, int]) -> bool:
-            return fits_after(pools[pool].fit, count, replicas, freed)  # noqa: B023
 
         ranked = st.rank(count * replicas, {})
         names = [r.scored.pool.name for r in ranked]
+        gang = Gang(count, replicas, lambda name: pools[name].fit)
         found = victims(
-            w.namespace, w.spec.priority, count * replicas, names, fits, sharing, now, taken
+            w.namespace, w.spec.priority, count * replicas, names, gang, sharing, now, taken
         )
         if found is None:
             young = protected(w.namespace, w.spec.priority, count * replicas, names, sharing, now)

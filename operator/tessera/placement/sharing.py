@@ -126,6 +126,9 @@ class Sharing:
         self.contested = {ns: tuple(qs) for ns, qs in selected.items() if len(qs) > 1}
         self._quota_of = {ns: qs[0] for ns, qs in selected.items() if len(qs) == 1}
         self.holdings = tuple(holdings)
+        self.by_pool: dict[str, list[Holding]] = defaultdict(list)  # preemption looks by pool
+        for h in self.holdings:
+            self.by_pool[h.pool].append(h)
         self.base = Usage()
         for h in self.holdings:
             quota = self.quota_of(h.namespace)
@@ -140,7 +143,7 @@ class Sharing:
         other = Sharing.__new__(Sharing)
         other.quotas, other.units, other._quota_of = self.quotas, self.units, self._quota_of
         other.contested = self.contested
-        other.holdings, other.base = self.holdings, self.base
+        other.holdings, other.base, other.by_pool = self.holdings, self.base, self.by_pool
         other.usage, other.owed = self.base.copy(), defaultdict(set)
         return other
 
@@ -242,16 +245,16 @@ def victims(
     priority: int,
     devices: int,
     pools: Sequence[str],
-    fits: Callable[[str, Mapping[str, int]], bool],
+    gang: Gang,
     sharing: Sharing,
     now: datetime,
     taken: set[str],
 ) -> Preemption | None:
     """The fewest, lowest-priority whole workloads to evict so that a waiting workload of
     `namespace` (its gang `devices` in all) fits on one of `pools` (its feasible pools, best
-    first), or None. `fits(pool, freed)` says whether the gang fits the pool with `freed`
-    devices back per node. `taken` are victims already chosen this cycle, never chosen
-    twice. Rules, from the preemptor's quota's policy:
+    first), or None. `gang` says the pods' devices and how many, and each pool's nodes.
+    `taken` are victims already chosen this cycle, never chosen twice. Rules, from the
+    preemptor's quota's policy:
     - WithinQuota: lower-priority workloads of its own quota;
     - Reclaim: while the quota stays within its nominal, workloads of quotas using more
       than their nominal (borrowers), most recently placed first, only while their quota
@@ -267,7 +270,7 @@ def victims(
         ordered = [
             (order, h, rule) for order, h, rule in candidates if _old_enough(h, sharing, now)
         ]
-        chosen = _enough(sorted(ordered, key=lambda c: c[0]), pool, fits, sharing, quota, need)
+        chosen = _enough(sorted(ordered, key=lambda c: c[0]), pool, gang, sharing, quota, need)
         if chosen is None:
             continue
         picked = Preemption(
@@ -318,8 +321,8 @@ def _candidates(
     policy = sharing.quotas[quota].spec.preemption
     within = sharing.usage.units[quota] + need <= sharing.quotas[quota].spec.nominal + 1e-9
     out: list[tuple[tuple[object, ...], Holding, Rule]] = []
-    for h in sharing.holdings:
-        if h.pool != pool or h.key in taken:
+    for h in sharing.by_pool.get(pool, ()):
+        if h.key in taken:
             continue
         owner = sharing.quota_of(h.namespace)
         if owner == quota and policy.within_quota == "LowerPriority" and h.priority < priority:
@@ -338,56 +341,89 @@ def _candidates(
 def _enough(
     candidates: Sequence[tuple[tuple[object, ...], Holding, Rule]],
     pool: str,
-    fits: Callable[[str, Mapping[str, int]], bool],
+    gang: Gang,
     sharing: Sharing,
     quota: str,
     need: float,
 ) -> list[tuple[Holding, Rule]] | None:
     """Candidates in order until the gang fits and the quota admits it, then each dropped
-    again (last first) if the rest still do; None when all of them are not enough."""
+    again (last first) if the rest still do; None when all of them are not enough. The room
+    made and the units given back are kept as running sums while adding: a pool of
+    thousands of small workloads made them from scratch most of a cycle's time."""
     chosen: list[tuple[Holding, Rule]] = []
+    evicted = _Evicted(sharing, gang, pool)
     for _, h, rule in candidates:
-        if rule == "Reclaim" and not _still_borrows(h, chosen, sharing):
+        if rule == "Reclaim" and not evicted.still_borrows(h):
             continue
         chosen.append((h, rule))
-        if _works(chosen, pool, fits, sharing, quota, need):
+        evicted.add(h, rule)
+        if evicted.works(quota, need):
             break
     else:
         return None
     for item in reversed(list(chosen)):
         rest = [c for c in chosen if c is not item]
-        if rest and _works(rest, pool, fits, sharing, quota, need):
+        if rest and _Evicted(sharing, gang, pool, rest).works(quota, need):
             chosen = rest
     return chosen
 
 
-def _works(
-    chosen: Sequence[tuple[Holding, Rule]],
-    pool: str,
-    fits: Callable[[str, Mapping[str, int]], bool],
-    sharing: Sharing,
-    quota: str,
-    need: float,
-) -> bool:
-    freed: dict[str, int] = defaultdict(int)
-    own = 0.0
-    for h, rule in chosen:
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """A waiting workload's pods (devices each, how many) and each pool's nodes as the plan
+    leaves them (tessera.placement.fit.NodeFit)."""
+
+    count: int
+    replicas: int
+    fit_of: Callable[[str], NodeFit]
+
+
+class _Evicted:
+    """Victims chosen so far on one pool: the pods of the gang's size its nodes then hold,
+    the units each quota gives back, and the preemptor's own quota's among them."""
+
+    def __init__(
+        self,
+        sharing: Sharing,
+        gang: Gang,
+        pool: str,
+        chosen: Sequence[tuple[Holding, Rule]] = (),
+    ) -> None:
+        self.sharing, self.gang = sharing, gang
+        self.fit = gang.fit_of(pool)
+        self.room = self.fit.room(gang.count)
+        self.freed: dict[str, int] = defaultdict(int)
+        self.gone: dict[str, float] = defaultdict(float)
+        self.own = 0.0
+        for h, rule in chosen:
+            self.add(h, rule)
+
+    def add(self, h: Holding, rule: Rule) -> None:
+        count = self.gang.count
         for node, d in h.nodes:
-            freed[node] += d
+            free = self.fit.free.get(node)
+            if free is not None:  # a node not ready gives nothing back to new pods
+                before = free + self.freed[node]
+                self.room += (before + d) // count - before // count
+            self.freed[node] += d
+        units = self.sharing.cost(h.pool, h.devices)
+        owner = self.sharing.quota_of(h.namespace)
+        if owner is not None:
+            self.gone[owner] += units
         if rule == "WithinQuota":
-            own += sharing.cost(h.pool, h.devices)
-    q = sharing.quotas[quota]
-    return sharing.usage.units[quota] - own + need <= q.limit + 1e-9 and fits(pool, freed)
+            self.own += units
 
+    def works(self, quota: str, need: float) -> bool:
+        limit = self.sharing.quotas[quota].limit
+        within = self.sharing.usage.units[quota] - self.own + need <= limit + 1e-9
+        return within and self.room >= self.gang.replicas
 
-def _still_borrows(h: Holding, chosen: Sequence[tuple[Holding, Rule]], sharing: Sharing) -> bool:
-    """Whether h's quota still uses more than its nominal after the victims already chosen."""
-    owner = sharing.quota_of(h.namespace)
-    assert owner is not None
-    gone = sum(
-        sharing.cost(c.pool, c.devices) for c, _ in chosen if sharing.quota_of(c.namespace) == owner
-    )
-    return sharing.usage.units[owner] - gone > sharing.quotas[owner].spec.nominal + 1e-9
+    def still_borrows(self, h: Holding) -> bool:
+        """Whether h's quota still uses more than its nominal after the victims so far."""
+        owner = self.sharing.quota_of(h.namespace)
+        assert owner is not None
+        left = self.sharing.usage.units[owner] - self.gone[owner]
+        return left > self.sharing.quotas[owner].spec.nominal + 1e-9
 
 
 def _old_enough(h: Holding, sharing: Sharing, now: datetime) -> bool:
@@ -406,12 +442,3 @@ def _runtime_left(h: Holding, sharing: Sharing, now: datetime) -> float:
 def _newest(h: Holding) -> float:
     """Sorts the most recently placed first."""
     return -h.placed_at.timestamp() if h.placed_at else 0.0
-
-
-def fits_after(fit: NodeFit, count: int, replicas: int, freed: Mapping[str, int]) -> bool:
-    """Whether a gang fits a pool's nodes with `freed` devices given back (on a copy)."""
-    trial = fit.copy()
-    for node, devices in freed.items():
-        if node in trial.free:  # a node not ready gives nothing back to new pods
-            trial.give(node, devices)
-    return trial.fits(count, replicas)
