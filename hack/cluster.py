@@ -41,7 +41,7 @@ COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-schedul
 CONTROLLERS = (
     "garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher,"
     "deployment,replicaset,job,podgc,clusterrole-aggregation,resourcequota,endpointslice,"
-    "horizontalpodautoscaling"
+    "horizontalpodautoscaling,resourceclaim-controller"
 )
 
 # Only LISTs are audited (who listed what, not the bodies): rare by design, so the log stays
@@ -609,6 +609,21 @@ class Cluster:
         with ThreadPoolExecutor(max_workers=16) as pool:
             list(pool.map(create, nodes))
         names = {n["metadata"]["name"] for n in nodes}
+        groups = fleet_mod.load_groups(fleet)
+        dra = [*fleet_mod.device_classes(groups), *fleet_mod.resource_slices(groups, scale)]
+        if dra:
+            # What the DRA drivers of those nodes would publish (kwok runs no driver).
+            objects = client.CustomObjectsApi(api.api_client)
+            plural = {"DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices"}
+            for body in dra:
+                try:
+                    objects.create_cluster_custom_object(
+                        "resource.k8s.io", "v1", plural[body["kind"]], body
+                    )
+                except ApiException as err:
+                    if err.status != 409:
+                        raise
+            log(f"published {len(dra)} DeviceClasses and ResourceSlices for the DRA nodes")
 
         def all_ready() -> bool:
             ready = 0

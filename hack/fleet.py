@@ -1,5 +1,6 @@
-"""Expands a fleet file into kwok Node manifests: the simulated mixed-accelerator fleet.
-Standard library and PyYAML only, so tests, the demo and benchmarks can all import it."""
+"""Expands a fleet file into kwok Node manifests, and for groups a DRA driver serves, the
+DeviceClasses and ResourceSlices that driver would publish: the simulated mixed-accelerator
+fleet. Standard library and PyYAML only, so tests, the demo and benchmarks can all import it."""
 
 from __future__ import annotations
 
@@ -66,6 +67,70 @@ def node_manifests(groups: list[dict[str, Any]], scale: int = 1) -> list[dict[st
                 }
             )
     return nodes
+
+
+def device_classes(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One DeviceClass per DRA driver of the fleet, named after the driver and selecting its
+    full devices by their `type`, as NVIDIA's and AMD's Helm charts install them."""
+    out, seen = [], set()
+    for group in groups:
+        dra = group.get("dra")
+        if not dra or dra["driver"] in seen:
+            continue
+        driver = dra["driver"]
+        seen.add(driver)
+        kind = dra["attributes"]["type"]["string"]
+        expression = (
+            f"device.driver == '{driver}' && device.attributes['{driver}'].type == '{kind}'"
+        )
+        out.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": driver, "labels": {FLEET_LABEL: "true"}},
+                "spec": {"selectors": [{"cel": {"expression": expression}}]},
+            }
+        )
+    return out
+
+
+def resource_slices(groups: list[dict[str, Any]], scale: int = 1) -> list[dict[str, Any]]:
+    """The ResourceSlice a DRA driver's kubelet plugin publishes for each node it serves:
+    one pool per node, named after it, with the group's devices and their attributes."""
+    nodes = {n["metadata"]["name"]: n for n in node_manifests(groups, scale)}
+    out = []
+    for name, node in nodes.items():
+        group = next(
+            g for g in groups if g["name"] == node["metadata"]["labels"]["tessera.dev/fleet-group"]
+        )
+        dra = group.get("dra")
+        if not dra:
+            continue
+        devices = [
+            {
+                "name": dra["name"].format(index=i, render=128 + i),
+                "attributes": dra["attributes"],
+                "capacity": dra.get("capacity", {}),
+            }
+            for i in range(int(dra["devices"]))
+        ]
+        out.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {
+                    "name": f"{name}-{dra['driver'].replace('.', '-')}",
+                    "labels": {FLEET_LABEL: "true"},
+                },
+                "spec": {
+                    "driver": dra["driver"],
+                    "nodeName": name,
+                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                    "devices": devices,
+                },
+            }
+        )
+    return out
 
 
 def device_resource(group: dict[str, Any]) -> str | None:

@@ -154,12 +154,21 @@ def test_discovery_resolves_every_group_of_the_simulated_fleet() -> None:
         "tpu-v5e": "TPU-v5e",
         "trainium": "Trainium",
     }
+    # DRA nodes: their labels and their devices' attributes say the same.
+    by_devices = {"h200-dra": "H200-SXM-141GB", "mi325x-dra": "MI325X"}
     groups = yaml.safe_load(FLEET.read_text())["groups"]
-    assert set(expect) <= {g["name"] for g in groups}
+    assert set(expect) | set(by_devices) <= {g["name"] for g in groups}
     for g in groups:
         found = catalog.discover(g["labels"])
         if g["name"] in expect:
             assert found.model == expect[g["name"]], g["name"]
+        elif g["name"] in by_devices:
+            dra = g["dra"]
+            capacity = {k: str(v["value"]) for k, v in dra.get("capacity", {}).items()}
+            attributes = {k: str(next(iter(v.values()))) for k, v in dra["attributes"].items()}
+            devices = catalog.dra_labels(dra["driver"], attributes, capacity)
+            assert found.model == by_devices[g["name"]], g["name"]
+            assert catalog.discover(devices).model == by_devices[g["name"]]
         elif not any("/" in k and k.split("/")[0] in ACCELERATOR_DOMAINS for k in g["capacity"]):
             assert found.status == "none", g["name"]  # CPU-only nodes carry no accelerator
 
