@@ -237,6 +237,62 @@ def _narrow_by_memory(
     return left
 
 
+# --- Discovery: DRA device attributes -> the same labels -----------------------------------
+# What each DRA driver publishes of a device (its ResourceSlices' attributes and capacity),
+# as the node label the vendor's device-plugin labeller writes for the same fact: one
+# catalog table serves both. Attribute -> (label, how the value is written there).
+_DASHES = re.compile(r"\s+")
+DRA_DISCOVERY: dict[str, dict[str, tuple[str, str]]] = {
+    # NVIDIA/k8s-dra-driver-gpu, cmd/gpu-kubelet-plugin/deviceinfo.go and partitions.go:
+    # productName is NVML's name ("NVIDIA H100 80GB HBM3"), which GPU Feature Discovery
+    # writes with dashes; memory is a capacity in bytes, GFD's label in MiB.
+    "gpu.nvidia.com": {
+        "productName": ("nvidia.com/gpu.product", "dashes"),
+        "memory": ("nvidia.com/gpu.memory", "mebibytes"),
+    },
+    # ROCm/k8s-gpu-dra-driver, cmd/gpu-kubeletplugin/deviceinfo.go (docs/demo.md shows an
+    # MI300X): productName as the AMD labeller writes it, AMD_Instinct_MI300X_OAM.
+    "gpu.amd.com": {"productName": ("amd.com/gpu.product-name", "same")},
+    # kubernetes-sigs/dra-driver-google-tpu, cmd/tpu-dra-kubeletplugin/manager.go:
+    # accelerator is GKE's name for the slice type, e.g. tpu-v6e-slice.
+    "tpu.google.com": {"accelerator": ("cloud.google.com/gke-tpu-accelerator", "same")},
+}
+
+
+def dra_labels(
+    driver: str, attributes: Mapping[str, str], capacity: Mapping[str, str]
+) -> dict[str, str]:
+    """A DRA device's attributes and capacity (values as text) as the labels discovery
+    reads; empty for a driver the table does not know."""
+    out = {}
+    for name, (label, written) in DRA_DISCOVERY.get(driver, {}).items():
+        value = attributes.get(name) if name in attributes else capacity.get(name)
+        if value is None:
+            continue
+        if written == "dashes":
+            value = _DASHES.sub("-", value.strip())
+        elif written == "mebibytes":
+            mib = quantity_mib(value)
+            if mib is None:
+                continue
+            value = str(round(mib))
+        out[label] = value
+    return out
+
+
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$")
+_FACTOR = {None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+_FACTOR |= {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def quantity_mib(text: str) -> float | None:
+    """A Kubernetes quantity of bytes (143771Mi, 80Gi, 85899345920) in MiB, or None."""
+    m = _QUANTITY.match(text.strip())
+    if not m:
+        return None
+    return float(m.group(1)) * _FACTOR[m.group(2)] / 2**20
+
+
 def discover_pool(nodes: Mapping[str, Mapping[str, str]]) -> Discovery:
     """Identify a pool's accelerator from its nodes' labels (node name -> labels)."""
     found: dict[str, list[str]] = {}
@@ -335,6 +391,12 @@ def units_per_device(
     return round(dense_tflops(accelerator.peak_tflops) / base, 4)
 
 
+def dra_resource(driver: str) -> str:
+    """How a DRA pool's devices are counted and named in messages: `<driver>/devices` (no
+    node reports them as allocatable; tessera.world counts them from ResourceSlices)."""
+    return f"{driver}/devices"
+
+
 def stack_for(resource_name: str) -> str | None:
     """The software stack a device-plugin resource implies (nvidia.com/ -> cuda, ...)."""
     for prefix, stack in _STACK_BY_RESOURCE_PREFIX.items():
@@ -377,7 +439,8 @@ def resolve_accelerator(
     tflops: dict[Precision, float] = dict(entry.peak_tflops) if entry else {}
     tflops.update(want.peak_tflops)
     resource = (
-        want.resource_name
+        (dra_resource(want.dra.driver) if want.dra else None)
+        or want.resource_name
         or (entry.resource_name if entry else None)
         or DEFAULT_RESOURCE.get(want.vendor, "")
     )
@@ -394,7 +457,7 @@ def resolve_accelerator(
         if spec.cost_per_device_hour is not None
         else (entry.price_per_device_hour if entry else 0.0),
         power_watts=spec.power_watts or (entry.tdp_watts if entry else 0.0),
-        software=entry.software if entry else stack_for(resource),
+        software=entry.software if entry else stack_for(want.resource_name or resource),
         features=frozenset((entry.interconnect if entry else ()) + tuple(spec.features)),
     )
     units = units_per_device(accelerator, reference, want.units_per_device)

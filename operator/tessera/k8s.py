@@ -314,6 +314,22 @@ class Kube:
             return False
         return True
 
+    @uses("resource.k8s.io", "resourceclaimtemplates", "create")
+    def create_claim_template(self, template: dict[str, Any]) -> bool:
+        """Creates a ResourceClaimTemplate (a DRA pool's pods claim their devices from it);
+        False when one of that name exists already."""
+        ns = template["metadata"]["namespace"]
+        try:
+            self.write(
+                "POST",
+                f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates",
+                template,
+                {"fieldManager": FIELD_MANAGER},
+            )
+        except Conflict:
+            return False
+        return True
+
     @uses("", "services", "create")
     def create_service(self, service: dict[str, Any]) -> bool:
         """Creates a Service; False when one of that name exists already."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import pydantic_core
 
-from tessera import api, rendezvous
+from tessera import api, catalog, rendezvous
 
 MAX_NAME = 63
 
@@ -30,6 +30,69 @@ def pod_name(workload: str, pool: str, replica: int) -> str:
     digest = hashlib.sha256(stem.encode()).hexdigest()[:8]
     suffix = f"-{digest}-{replica}"
     return stem[: MAX_NAME - len(suffix)].rstrip("-.") + suffix
+
+
+# The pod's claim of its devices on a DRA pool, and the request in it.
+CLAIM = "tessera-devices"
+
+
+def claim_template_name(workload: str, pool: str) -> str:
+    """`<workload>-<pool>`, shortened with a hash as pod names are: one template per
+    workload and pool, its pods' claims made from it."""
+    return pod_name(workload, pool, 0).removesuffix("-0")
+
+
+def claim_template(
+    workload: api.Workload,
+    uid: str,
+    pool: str,
+    pool_spec: api.AcceleratorPoolSpec,
+    attributes: Mapping[str, str],
+) -> dict[str, Any]:
+    """The ResourceClaimTemplate a DRA pool's pods claim their devices from: `count`
+    devices of the pool's DeviceClass, of the product the pool's devices are (their
+    `productName`, when the driver publishes one: `attributes`) and with the memory the
+    workload needs (when the driver publishes it as capacity). The scheduler allocates it on
+    the node the pod is pinned to; the Workload owns it."""
+    dra = pool_spec.accelerator.dra
+    assert dra is not None
+    driver, need = dra.driver, workload.spec.accelerator
+    selectors = []
+    if "productName" in attributes:
+        product = json.dumps(attributes["productName"])
+        selectors.append(f'device.attributes["{driver}"].productName == {product}')
+    if need.min_memory_gib and "memory" in catalog.DRA_DISCOVERY.get(driver, {}):
+        gib = f"{need.min_memory_gib:g}Gi"
+        selectors.append(f'device.capacity["{driver}"].memory.compareTo(quantity("{gib}")) >= 0')
+    exactly: dict[str, Any] = {
+        "deviceClassName": dra.device_class_name,
+        "allocationMode": "ExactCount",
+        "count": need.count,
+    }
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": " && ".join(selectors)}}]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {
+            "name": claim_template_name(workload.name, pool),
+            "namespace": workload.namespace,
+            "labels": {api.WORKLOAD_LABEL: workload.name, api.POOL_LABEL: pool},
+            "ownerReferences": [_owner(workload.name, uid)],
+        },
+        "spec": {"spec": {"devices": {"requests": [{"name": CLAIM, "exactly": exactly}]}}},
+    }
+
+
+def _owner(workload: str, uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": api.API_VERSION,
+        "kind": "Workload",
+        "name": workload,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def template_hash(spec: api.WorkloadSpec) -> str:
@@ -140,12 +203,23 @@ def build_pod(
     if variant:
         ours = {e["name"] for e in env}
         env = [{"name": e.name, "value": e.value} for e in variant.env if e.name not in ours] + env
+    dra = pool_spec.accelerator.dra
     for index, container in enumerate(containers):
         _merge_env(container, env)
         if index == 0:  # the devices go to the main container, as device plugins expect
             resources = container.setdefault("resources", {})
-            resources.setdefault("requests", {})[resource] = str(count)
-            resources.setdefault("limits", {})[resource] = str(count)
+            if dra is not None:  # claimed from the workload's template (claim_template)
+                claims = [c for c in resources.get("claims") or [] if c.get("name") != CLAIM]
+                resources["claims"] = [*claims, {"name": CLAIM}]
+            else:
+                resources.setdefault("requests", {})[resource] = str(count)
+                resources.setdefault("limits", {})[resource] = str(count)
+    if dra is not None:
+        theirs = [c for c in pod_spec.get("resourceClaims") or [] if c.get("name") != CLAIM]
+        pod_spec["resourceClaims"] = [
+            *theirs,
+            {"name": CLAIM, "resourceClaimTemplateName": claim_template_name(workload.name, pool)},
+        ]
     rendezvous_port = rendezvous.port(spec, accelerator.vendor)
     if rendezvous_port is not None and containers:
         _declare_port(containers[0], rendezvous_port)
@@ -182,16 +256,7 @@ def build_pod(
             "namespace": workload.namespace,
             "labels": labels,
             "annotations": annotations,
-            "ownerReferences": [
-                {
-                    "apiVersion": api.API_VERSION,
-                    "kind": "Workload",
-                    "name": workload.name,
-                    "uid": uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [_owner(workload.name, uid)],
         },
         "spec": pod_spec,
     }

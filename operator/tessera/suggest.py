@@ -9,12 +9,13 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
 
 from tessera import api, catalog
+from tessera.dra import slice_facts
 
 # Device-plugin resources that mark a node as an accelerator node (allocatable > 0), beyond
 # the catalog's own resourceName values.
@@ -69,6 +70,10 @@ class Node:
     labels: Mapping[str, str]
     devices: Mapping[str, int]  # accelerator resource -> allocatable count (> 0)
     taints: tuple[tuple[str, str], ...]  # (key, effect), NoSchedule and NoExecute only
+    # Devices DRA drivers publish for it: driver -> count, and what their attributes say as
+    # the labels discovery reads (tessera.catalog.dra_labels).
+    dra: Mapping[str, int] = field(default_factory=dict)
+    dra_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -215,10 +220,15 @@ def _rank(key: str) -> int:
     return _RANK.index(key) if key in _RANK else len(_RANK)
 
 
-def _classify(node: Node) -> tuple[str, str] | Unidentified | None:
-    """(vendor, model) for an identified node, the reason it is not, or None for a node that
-    is no accelerator node at all."""
-    found = catalog.discover(node.labels)
+def _classify(node: Node) -> tuple[str, str, str] | Unidentified | None:
+    """(vendor, model, DRA driver or "") for an identified node, the reason it is not, or
+    None for a node that is no accelerator node at all. A node a DRA driver serves is
+    identified by its labels and its devices' attributes together."""
+    found = catalog.discover({**node.labels, **node.dra_labels})
+    if node.dra and found.status == "identified" and found.model:
+        entry = catalog.get(found.model)
+        assert entry is not None
+        return entry.vendor.value, found.model, sorted(node.dra)[0]
     if found.status == "none":
         if not node.devices:
             return None
@@ -253,17 +263,33 @@ def _classify(node: Node) -> tuple[str, str] | Unidentified | None:
             f"{entry.resource_name}, but the node offers {said}",
             found.labels,
         )
-    return entry.vendor.value, found.model
+    return entry.vendor.value, found.model, ""
 
 
-def suggest(bodies: Iterable[Mapping[str, Any]]) -> Suggestion:
-    """The pools for a fleet's Node objects: one per (vendor, model), split where a label such
-    as a TPU slice's topology must not mix, with every unidentified node and its reason."""
-    return suggest_nodes([node_from_body(b) for b in bodies])
+def suggest(
+    bodies: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]] = ()
+) -> Suggestion:
+    """The pools for a fleet's Node objects and DRA drivers' ResourceSlices: one per
+    (vendor, model, DRA driver), split where a label such as a TPU slice's topology must
+    not mix, with every unidentified node and its reason."""
+    dra: dict[str, dict[str, int]] = {}
+    labels: dict[str, dict[str, str]] = {}
+    for body in slices:
+        facts = slice_facts(body)
+        if facts is None:
+            continue
+        held = dra.setdefault(facts.node, {})
+        held[facts.driver] = held.get(facts.driver, 0) + facts.devices
+        labels.setdefault(facts.node, {}).update(
+            catalog.dra_labels(facts.driver, facts.attributes, facts.capacity)
+        )
+    nodes = [node_from_body(b) for b in bodies]
+    nodes = [replace(n, dra=dra.get(n.name, {}), dra_labels=labels.get(n.name, {})) for n in nodes]
+    return suggest_nodes(nodes)
 
 
 def suggest_nodes(nodes: Sequence[Node]) -> Suggestion:
-    groups: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Node]] = {}
+    groups: dict[tuple[str, str, str, tuple[tuple[str, str], ...]], list[Node]] = {}
     unidentified: list[Unidentified] = []
     plain = 0
     for node in sorted(nodes, key=lambda n: n.name):
@@ -276,11 +302,11 @@ def suggest_nodes(nodes: Sequence[Node]) -> Suggestion:
             split = tuple((k, node.labels[k]) for k in _SPLITTING if k in node.labels)
             groups.setdefault((*found, split), []).append(node)
     by_model: dict[str, int] = {}
-    for _vendor, model, _ in groups:
+    for _vendor, model, _driver, _ in groups:
         by_model[model] = by_model.get(model, 0) + 1
     pools: list[Pool] = []
     taken: set[str] = set()
-    for (vendor, model, split), members in sorted(groups.items()):
+    for (vendor, model, driver, split), members in sorted(groups.items()):
         name = pool_name(model)
         if by_model[model] > 1:
             name = pool_name(f"{model}-{'-'.join(v for _, v in split)}")
@@ -288,7 +314,7 @@ def suggest_nodes(nodes: Sequence[Node]) -> Suggestion:
         while name in taken:
             name, i = f"{base[:60]}-{i}", i + 1
         taken.add(name)
-        pools.append(_pool(name, vendor, model, split, members, nodes))
+        pools.append(_pool(name, vendor, model, split, members, nodes, driver))
     return Suggestion(tuple(pools), tuple(unidentified), plain)
 
 
@@ -398,19 +424,24 @@ def _pool(
     split: tuple[tuple[str, str], ...],
     members: Sequence[Node],
     everyone: Sequence[Node],
+    driver: str = "",
 ) -> Pool:
+    """A pool over `members`; with a DRA `driver`, of the devices it publishes, requested
+    through the DeviceClass of the same name (NVIDIA's and AMD's drivers install one)."""
     entry = catalog.get(model)
     assert entry is not None
-    resource = entry.resource_name
+    resource = catalog.dra_resource(driver) if driver else entry.resource_name
     selector, notes = _choose(members, everyone, model, split)
-    tolerations = _tolerations(members, {resource})
-    others = _other_taints(members, {resource})
+    # The vendor's taint is the same whoever serves the devices: its key is the resource's.
+    tolerations = _tolerations(members, {resource, entry.resource_name})
+    others = _other_taints(members, {resource, entry.resource_name})
     if others:
         notes = (*notes, "also tainted, not tolerated: " + ", ".join(others))
-    spec: dict[str, Any] = {
-        "accelerator": {"vendor": vendor, "model": model},
-        "nodeSelector": selector,
-    }
+    accelerator: dict[str, Any] = {"vendor": vendor, "model": model}
+    if driver:
+        accelerator["dra"] = {"driver": driver, "deviceClassName": driver}
+        notes = (*notes, f"devices from the DRA driver {driver}: check its DeviceClass name")
+    spec: dict[str, Any] = {"accelerator": accelerator, "nodeSelector": selector}
     if tolerations:
         spec["tolerations"] = tolerations
     manifest = {
@@ -426,7 +457,9 @@ def _pool(
         model=model,
         nodes=tuple(n.name for n in members),
         resource=resource,
-        devices={n.name: n.devices.get(resource, 0) for n in members},
+        devices={
+            n.name: n.dra.get(driver, 0) if driver else n.devices.get(resource, 0) for n in members
+        },
         manifest=manifest,
         notes=notes,
     )

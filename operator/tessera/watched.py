@@ -18,6 +18,9 @@ class Watched:
     plural: str
     namespaced: bool
     field: str
+    # A cluster that does not serve it (an older Kubernetes without DRA) is an empty cache,
+    # not a start-up that never finishes.
+    optional: bool = False
 
     @property
     def prefix(self) -> str:
@@ -32,6 +35,9 @@ WATCHED: tuple[Watched, ...] = (
     Watched(api.GROUP, api.VERSION, "workloads", namespaced=True, field="workloads"),
     Watched("", "v1", "namespaces", namespaced=False, field="namespaces"),
     Watched(api.GROUP, api.VERSION, "acceleratorquotas", namespaced=False, field="quotas"),
+    # Dynamic Resource Allocation: the devices DRA drivers publish, and those claims hold.
+    Watched("resource.k8s.io", "v1", "resourceslices", False, "slices", optional=True),
+    Watched("resource.k8s.io", "v1", "resourceclaims", True, "claims", optional=True),
 )
 
 

@@ -37,6 +37,8 @@ SUGGESTED = {
     "gaudi2": "Gaudi2",
     "tpu-v5e": "TPU-v5e",
     "trainium": "Trainium",
+    "h200-sxm-141gb": "H200-SXM-141GB",  # DRA: from the gpu.nvidia.com driver's slices
+    "mi325x": "MI325X",  # DRA: gpu.amd.com
 }
 
 

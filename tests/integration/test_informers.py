@@ -168,7 +168,9 @@ def test_every_cache_fills_and_copies_as_the_world_reads_it(
         done.join(30)
         assert not done.is_alive()
         copied = informers.copy()
-        assert set(copied) == {"nodes", "pods", "pools", "workloads", "namespaces", "quotas"}
+        assert set(copied) == {
+            "nodes", "pods", "pools", "workloads", "namespaces", "quotas", "slices", "claims",
+        }  # fmt: skip
         assert [(p.namespace, p.name) for p in copied["pods"]] == [(namespace, "p")]
         assert copied["nodes"], "the kwok fleet's nodes are cached"
         assert namespace in copied["namespaces"]
@@ -177,7 +179,7 @@ def test_every_cache_fills_and_copies_as_the_world_reads_it(
         read = {r.args[0]: r.args[2] for r in caplog.records if "read whole" in r.msg}
         assert read[f"/api/v1/namespaces/{namespace}/pods"] == 1
         assert read["/api/v1/nodes"] == len(copied["nodes"])
-        assert len(read) == 6  # one read per watched kind
+        assert len(read) == 8  # one read per watched kind
     finally:
         informers.stop()
 

@@ -55,13 +55,14 @@ def by_model(found: suggest.Suggestion) -> dict[str, suggest.Pool]:
 
 def test_the_simulated_fleet_gives_the_example_pools_node_for_node() -> None:
     bodies = nodes(*groups())
-    found = suggest.suggest(bodies)
+    found = suggest.suggest(bodies, fleet.resource_slices(groups()))
     examples = {}
     for path in sorted((REPO / "examples" / "pools").glob("*.yaml")):
         pool = yaml.safe_load(path.read_text())
         examples[path.stem] = selects(pool["spec"]["nodeSelector"], bodies)
     assert {p.name for p in found.pools} == {
         "a100-sxm4-80gb", "h100-sxm5-80gb", "l4", "mi300x", "gaudi2", "tpu-v5e", "trainium",
+        "h200-sxm-141gb", "mi325x",
     }  # fmt: skip
     suggested = {p.name: selects(p.manifest["spec"]["nodeSelector"], bodies) for p in found.pools}
     assert sorted(map(sorted, suggested.values())) == sorted(map(sorted, examples.values()))
@@ -292,6 +293,10 @@ class FakeKube:
         self.items = items
 
     def request(self, method: str, path: str) -> dict[str, Any]:
+        if path == "/apis/resource.k8s.io/v1/resourceslices":  # what the DRA drivers publish
+            names = {n["metadata"]["name"] for n in self.items}
+            published = fleet.resource_slices(groups())
+            return {"items": [s for s in published if s["spec"]["nodeName"] in names]}
         assert (method, path) == ("GET", "/api/v1/nodes")
         return {"items": self.items}
 
@@ -314,7 +319,7 @@ def test_cli_prints_pools_on_stdout_and_notes_on_stderr(monkeypatch: pytest.Monk
     code, out, err = run_cli(monkeypatch, nodes(*groups(), odd))
     assert code == 0
     docs = list(yaml.safe_load_all(out))
-    assert len(docs) == 7 and all(d["kind"] == "AcceleratorPool" for d in docs)
+    assert len(docs) == 9 and all(d["kind"] == "AcceleratorPool" for d in docs)
     assert err.splitlines() == [
         "# 1 accelerator node not in any suggested pool (set their pools by hand):",
         "#   odd-0: labels disagree: cloud.google.com/gke-accelerator=nvidia-tesla-t4 says T4; "
@@ -328,7 +333,7 @@ def test_cli_json_and_yaml_carry_everything(monkeypatch: pytest.MonkeyPatch) -> 
     code, out, err = run_cli(monkeypatch, nodes(*groups()), "-o", "json")
     assert code == 0 and err == ""
     data = json.loads(out)
-    assert len(data["pools"]) == 7 and data["unidentified"] == []
+    assert len(data["pools"]) == 9 and data["unidentified"] == []
     assert data["notAcceleratorNodes"] == 2
     code, out, _ = run_cli(monkeypatch, nodes(*groups()), "-o", "yaml")
     assert yaml.safe_load(out) == data
@@ -352,6 +357,8 @@ def test_cli_output_dir_writes_one_file_per_pool(
         for n in (
             "a100-sxm4-80gb",
             "h100-sxm5-80gb",
+            "h200-sxm-141gb",
+            "mi325x",
             "l4",
             "mi300x",
             "gaudi2",
@@ -368,3 +375,21 @@ def test_cli_output_dir_writes_one_file_per_pool(
     assert code == 2 and "--force" in err
     code, _, _ = run_cli(monkeypatch, nodes(*groups()), "--output-dir", str(target), "--force")
     assert code == 0
+
+
+def test_nodes_a_dra_driver_serves_become_a_dra_pool() -> None:
+    """Their devices are the driver's ResourceSlices, not allocatable: the pool says so, and
+    counts the devices the slices list."""
+    found = suggest.suggest(nodes(group("h200-dra")), fleet.resource_slices([group("h200-dra")]))
+    (pool,) = found.pools
+    accelerator = pool.manifest["spec"]["accelerator"]
+    assert accelerator == {
+        "vendor": "nvidia",
+        "model": "H200-SXM-141GB",
+        "dra": {"driver": "gpu.nvidia.com", "deviceClassName": "gpu.nvidia.com"},
+    }
+    assert pool.total_devices == 16 and pool.resource == "gpu.nvidia.com/devices"
+    assert pool.manifest["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu"
+    # Without its slices the same node is an accelerator node no pool can count.
+    (alone,) = suggest.suggest(nodes(group("h200-dra"))).unidentified[:1]
+    assert "no allocatable nvidia.com/gpu" in alone.reason

@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field
 from tessera.api.common import (
     API_VERSION,
     CONDITIONS_LIST,
+    DNS_SUBDOMAIN_PATTERN,
     EXTENDED_RESOURCE_PATTERN,
     MODEL_PATTERN,
     SOFTWARE_KEY_PATTERN,
@@ -28,11 +29,33 @@ from tessera.api.common import (
 )
 
 
+class DRADevices(Model):
+    """Devices a Dynamic Resource Allocation driver serves: its ResourceSlices for the pool's
+    nodes, requested through a DeviceClass."""
+
+    driver: str = described(
+        "The DRA driver whose ResourceSlices list the devices, e.g. gpu.nvidia.com, gpu.amd.com.",
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        max_length=63,
+    )
+    device_class_name: str = described(
+        "The DeviceClass the pods' claims request, e.g. gpu.nvidia.com.",
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        max_length=253,
+    )
+
+
 class PoolAccelerator(Model):
     """What accelerator the pool's nodes carry; catalog facts fill what is not given here."""
 
     model_config = ConfigDict(
         json_schema_extra=validations(
+            cel(
+                "!has(self.dra) || !has(self.resourceName)",
+                "a pool's devices come from a device-plugin resourceName or a DRA driver "
+                "(dra), not both",
+                field_path=".dra",
+            ),
             *(
                 cel(
                     f"self.vendor != 'other' || has(self.{name})",
@@ -45,7 +68,7 @@ class PoolAccelerator(Model):
                     ("memoryGiB", "the catalog does not know this hardware's memory"),
                     ("peakTFLOPS", "the catalog does not know this hardware's speed"),
                 )
-            )
+            ),
         )
     )
 
@@ -81,6 +104,12 @@ class PoolAccelerator(Model):
         alias="peakTFLOPS",
         min_length=1,
         max_length=len(Precision),
+    )
+    dra: DRADevices | None = described(
+        "Set when a Dynamic Resource Allocation driver serves the devices: they are the "
+        "driver's ResourceSlices for the pool's nodes (not node allocatable), and each pod "
+        "gets a ResourceClaim for its devices of this DeviceClass.",
+        None,
     )
     units_per_device: float | None = described(
         "Normalised units one device counts for in AcceleratorQuotas, overriding the "

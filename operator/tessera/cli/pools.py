@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from tessera.cli import live
-from tessera.errors import ApiError, ClusterUnreachable
+from tessera.errors import ApiError, ClusterUnreachable, NotFound
 from tessera.k8s import Kube
 from tessera.suggest import Pool, Suggestion, suggest
 
@@ -76,7 +76,8 @@ def register(
 
 
 def _suggest(args: argparse.Namespace) -> int:
-    found = suggest(_nodes(live.connect(args)))
+    kube = live.connect(args)
+    found = suggest(_nodes(kube), _slices(kube))
     if args.output_dir is not None:
         _write(args.output_dir, found.pools, force=args.force)
     if args.output == "json":
@@ -94,6 +95,18 @@ def _suggest(args: argparse.Namespace) -> int:
         )
         return live.NO
     return live.OK
+
+
+def _slices(kube: Kube) -> list[dict[str, object]]:
+    """The DRA drivers' ResourceSlices (none on a cluster that does not serve them)."""
+    try:
+        found = kube.request("GET", "/apis/resource.k8s.io/v1/resourceslices")
+    except NotFound:
+        return []
+    except (ClusterUnreachable, ApiError) as err:
+        raise live.Failed(str(err)) from err
+    items: list[dict[str, object]] = found.get("items") or []
+    return items
 
 
 def _nodes(kube: Kube) -> list[dict[str, object]]:

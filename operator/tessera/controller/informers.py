@@ -18,6 +18,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tessera.dra import claim_facts, slice_facts
 from tessera.errors import ApiError, Gone, TesseraError
 from tessera.k8s import Kube
 from tessera.watched import WATCHED
@@ -44,6 +45,7 @@ class Source:
     path: str
     key: Callable[[Mapping[str, Any]], Hashable]
     facts: Callable[[Mapping[str, Any]], Any]
+    optional: bool = False  # tessera.watched.Watched.optional
 
 
 def _name(body: Mapping[str, Any]) -> str:
@@ -78,6 +80,8 @@ _CACHED: dict[
     "workloads": (_workload_key, object_facts),
     "namespaces": (_name, namespace_facts),
     "quotas": (_name, object_facts),
+    "slices": (_name, slice_facts),
+    "claims": (_namespaced, claim_facts),
 }
 
 
@@ -91,7 +95,7 @@ def sources(namespaces: Sequence[str] = ()) -> dict[str, list[Source]]:
             paths = [f"{kind.prefix}/namespaces/{ns}/{kind.plural}" for ns in namespaces]
         else:
             paths = [f"{kind.prefix}/{kind.plural}"]
-        out[kind.field] = [Source(kind.plural, path, key, facts) for path in paths]
+        out[kind.field] = [Source(kind.plural, path, key, facts, kind.optional) for path in paths]
     return out
 
 
@@ -143,6 +147,12 @@ class Informer:
                 version = None
                 continue
             except ApiError as err:
+                if err.status == 404 and self.source.optional:
+                    if not self.synced.is_set():
+                        log.info("%s is not served: empty until it is", self.source.path)
+                        self.synced.set()
+                    self._stop.wait(MAX_BACKOFF)
+                    continue
                 if version is None and self.streaming and err.status in (400, 422):
                     # Kubernetes before 1.32 (the WatchList gate off) refuses watch-lists.
                     log.info("%s: no watch-list (%s); listing instead", self.source.path, err)

@@ -26,6 +26,8 @@ class Writes:
     def __init__(self, kube: Kube, ledger: Ledger, events: Events, clock: Clock) -> None:
         self.kube, self.ledger, self.events, self.clock = kube, ledger, events, clock
         self._services: set[str] = set()  # uids whose Service exists, not yet in status
+        # (namespace, name, workload uid) of the ResourceClaimTemplates made by this process
+        self._templates: set[tuple[str, str, str]] = set()
 
     def status(self, facts: ObjectFacts, status: dict[str, Any], guard: bool = True) -> None:
         """Merge-patches a Workload's status (guarded: only over the resourceVersion read) and
@@ -60,6 +62,16 @@ class Writes:
         self._services.add(facts.uid)
         return name
 
+    def _claim_template(self, template: dict[str, Any], uid: str) -> None:
+        """Creates a DRA placement's ResourceClaimTemplate once per workload and pool (one of
+        that name already there is the one an earlier placement made: same spec, frozen
+        while placed)."""
+        meta = template["metadata"]
+        key = (meta["namespace"], meta["name"], uid)
+        if key not in self._templates:
+            self.kube.create_claim_template(template)
+            self._templates.add(key)
+
     def delete_pod(self, pod: PodFacts, force: bool = False) -> None:
         self.kube.delete_pod(pod.namespace, pod.name, pod.uid, force)
 
@@ -83,6 +95,12 @@ class Writes:
             }
             workload = api.Workload(metadata=meta, spec=spec)
             made_from = runtime.template_hash(spec)  # once for the gang's pods
+            if pool_spec.accelerator.dra is not None:  # its claim's template goes first
+                attributes = world.device_attributes(placed.pool)
+                template = runtime.claim_template(
+                    workload, facts.uid, placed.pool, pool_spec, attributes
+                )
+                self._claim_template(template, facts.uid)
             return workload, world.accelerator(placed.pool).to_api(), made_from
 
         def claim(replica: int) -> Claimed | None:

@@ -122,6 +122,11 @@ class WorldCache:
     # changed in place: each World holds a shallow copy.
     index: PodIndex = field(default_factory=PodIndex)
     workloads: WorkloadIndex = field(default_factory=WorkloadIndex)
+    # Per DRA node: its facts, its devices, and the facts with them as allocatable, kept
+    # while both stay the same (identity is how the caches above see a node unchanged).
+    dra_nodes: dict[str, tuple[NodeFacts, tuple[tuple[str, int], ...], NodeFacts]] = field(
+        default_factory=dict
+    )
     # The last membership, and the nodes (by id(), held by `owners`) it was computed over.
     membership: tuple[dict[int, str], Any] = ({}, None)
     # Per node: the NodeState placement last saw, with what it was built from (facts, devices,

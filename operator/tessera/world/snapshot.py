@@ -3,6 +3,7 @@ each pool, devices in use, promised and coming back, the placement snapshot). Pu
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
@@ -14,9 +15,11 @@ from pydantic import ValidationError
 
 from tessera import api, placement
 from tessera.catalog import REFERENCE_MODEL, Accelerator
+from tessera.dra import ClaimFacts, SliceFacts
 from tessera.placement.sharing import Holding, QuotaState
 from tessera.placement.snapshot import NAME_LABEL, NodeState, PoolState, Release, Taint
 from tessera.world.caches import PodIndex, WorkloadIndex, WorldCache, add_devices, by_id, changed
+from tessera.world.dra import fold
 from tessera.world.exclusions import active, in_force
 from tessera.world.facts import (
     TERMINAL,
@@ -143,6 +146,8 @@ class World:
     workloads: dict[str, ObjectFacts]  # key: namespace/name
     namespaces: dict[str, Mapping[str, str]]
     quotas: dict[str, ObjectFacts] = field(default_factory=dict)
+    slices: dict[str, SliceFacts] = field(default_factory=dict)  # DRA drivers' devices
+    claims: dict[tuple[str, str], ClaimFacts] = field(default_factory=dict)  # allocated ones
     # Placements decided by this process but maybe not yet visible in the workloads cache.
     recent: dict[str, Placed] = field(default_factory=dict)
     cache: WorldCache = field(default_factory=WorldCache, repr=False, compare=False)
@@ -150,6 +155,8 @@ class World:
     unit_reference: str = REFERENCE_MODEL
 
     def __post_init__(self, pods: list[PodFacts]) -> None:
+        self.dra = fold(self.nodes, self.slices, self.claims, self.cache.dra_nodes)
+        self.nodes = self.dra.nodes  # DRA nodes with their devices as allocatable
         self.layout = layout = PoolLayout()
         for name, facts in sorted(self.pools.items()):
             try:
@@ -184,6 +191,8 @@ class World:
         self._placed = dict(index.placed)
         self.unplaced = set(index.unplaced)  # not deleting, not finished, not placed
         used, reserved = dict(self.cache.index.used), dict(index.totals)
+        for node, held in self.dra.used.items():  # devices claims hold, beside pods' requests
+            used[node] = {**used.get(node, {}), **held}
         self.devices = Devices(used, reserved, self._releases(index.timed))
 
     @property
@@ -195,12 +204,26 @@ class World:
         """Accelerator resolution (catalog + labels + spec), redone only when the pool's spec
         or one of its nodes changed since the cached World (not its status: the device counts
         Tessera writes there every few seconds in a burst made every World resolve again)."""
-        spec_of = (self.pools[name].spec, spec.draining)
-        facts = tuple(self.nodes[n] for n in self.layout.members[name])
+        members = self.layout.members[name]
+        # A DRA pool's devices say what they are (their attributes) as labels would.
+        found = (
+            tuple(tuple(sorted(self.dra.labels.get(n, {}).items())) for n in members)
+            if spec.accelerator.dra
+            else ()
+        )
+        spec_of = (self.pools[name].spec, spec.draining, found)
+        facts = tuple(self.nodes[n] for n in members)
         cached = self.cache.base.get(name)
         if cached is not None and cached[0] == spec_of and cached[1] == facts:
             return cached[2]
-        nodes = [_node_state(f, 0, 0, (), True) for f in facts]
+        if spec.accelerator.dra:
+            seen = [
+                dataclasses.replace(f, labels={**f.labels, **self.dra.labels.get(f.name, {})})
+                for f in facts
+            ]
+        else:
+            seen = list(facts)
+        nodes = [_node_state(f, 0, 0, (), True) for f in seen]
         state = placement.pool_state(name, spec, nodes, self.unit_reference)
         # Kept without its nodes: pool_state() adds them, with their free devices, when asked
         # (5,000 idle NodeStates held between cycles were 2 MB at that scale).
@@ -420,6 +443,17 @@ class World:
             created_at=facts.created,
             excluded_pools=self.excluded(facts, now),
         )
+
+    def device_attributes(self, pool: str) -> Mapping[str, str]:
+        """What the DRA driver of a pool publishes of its devices (the first slice of its
+        nodes that lists any; a driver serves one kind of device per pool), or nothing."""
+        spec = self.pool_specs.get(pool)
+        driver = spec.accelerator.dra.driver if spec and spec.accelerator.dra else None
+        members = set(self.layout.members.get(pool, ()))
+        for facts in sorted(self.slices.values(), key=lambda f: (f.node, f.pool)):
+            if facts.driver == driver and facts.node in members and facts.devices:
+                return facts.attributes
+        return {}
 
     def accelerator(self, pool: str) -> Accelerator:
         """A pool's accelerator, resolved from the catalog, its nodes' labels and its spec."""

@@ -1,0 +1,173 @@
+"""Pools of DRA-managed devices beside device-plugin pools, on the real control plane: the
+fleet's DRA nodes (h200-dra, mi325x-dra) publish ResourceSlices as their drivers would, the
+example pools count them, a Workload placed on a DRA pool gets a claim the real scheduler
+allocates on the pinned node, and a mixed burst never over-allocates a device, counting
+claims' allocations beside pods' requests."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from operator_harness import (
+    Kubectl,
+    Operator,
+    Sampler,
+    clear_workloads,
+    is_ready,
+    namespace,
+    wait_for,
+    workload,
+)
+
+DRA_POOLS = {"h200-dra": "gpu.nvidia.com", "mi325x-dra": "gpu.amd.com"}
+PER_NODE = 8  # every node of the simulated fleet has 8 devices
+
+
+@pytest.fixture
+def ns(operator: Operator, installed: Any) -> Iterator[Kubectl]:
+    with namespace(installed, "dra") as k:
+        yield k
+        clear_workloads(k)
+
+
+def pool_status(k: Kubectl, name: str) -> dict[str, Any]:
+    return k.get("acp", name, cluster_scoped=True).get("status") or {}
+
+
+def claims(k: Kubectl, namespace: str | None = None) -> list[dict[str, Any]]:
+    where = ["-n", namespace] if namespace else ["-A"]
+    out = k("get", "resourceclaims", *where, "-o", "json").stdout
+    items: list[dict[str, Any]] = json.loads(out)["items"]
+    return items
+
+
+def allocated(claim: dict[str, Any]) -> list[dict[str, Any]]:
+    status = claim.get("status") or {}
+    results: list[dict[str, Any]] = ((status.get("allocation") or {}).get("devices") or {}).get(
+        "results"
+    ) or []
+    return results
+
+
+def test_dra_pools_count_the_slices_devices(ns: Kubectl) -> None:
+    for name, driver in DRA_POOLS.items():
+        status = wait_for(
+            f"{name} counted",
+            lambda name=name: (
+                (s := pool_status(ns, name)).get("devices", {}).get("allocatable") and s
+            ),
+            timeout=30,
+        )
+        assert status["devices"]["allocatable"] == 2 * PER_NODE, name
+        assert status["accelerator"]["resourceName"] == f"{driver}/devices"
+        ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+        assert ready["status"] == "True", ready
+
+
+def test_a_workload_on_a_dra_pool_gets_its_devices_from_the_scheduler(ns: Kubectl) -> None:
+    before = pool_status(ns, "h200-dra")["devices"]["allocated"]
+    ns.apply(workload("on-dra", count=4, pools=["h200-dra"], minMemoryGiB=100))
+    wait_for("placed on h200-dra", lambda: ns.status("on-dra").get("pool") == "h200-dra")
+    (pod,) = wait_for(
+        "its pod running",
+        lambda: [p for p in ns.pods() if is_ready(p)] or None,
+        timeout=60,
+    )
+    node = pod["spec"]["nodeName"]
+    assert node.startswith("h200-dra-")
+    main = pod["spec"]["containers"][0]["resources"]
+    assert "nvidia.com/gpu" not in (main.get("requests") or {})  # devices by claim only
+    assert main["claims"] == [{"name": "tessera-devices"}]
+    (claimed,) = pod["spec"]["resourceClaims"]
+    template = ns.get("resourceclaimtemplates", claimed["resourceClaimTemplateName"])
+    request = template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    assert request["deviceClassName"] == "gpu.nvidia.com" and request["count"] == 4
+    expression = request["selectors"][0]["cel"]["expression"]
+    assert 'productName == "NVIDIA H200"' in expression and 'quantity("100Gi")' in expression
+    (claim,) = claims(ns, ns.ns)
+    results = allocated(claim)
+    assert len(results) == 4 and {r["pool"] for r in results} == {node}
+    assert {r["driver"] for r in results} == {"gpu.nvidia.com"}
+    counted = wait_for(
+        "the pool counts the claim",
+        lambda: pool_status(ns, "h200-dra")["devices"]["allocated"] == before + 4,
+        timeout=30,
+    )
+    assert counted
+    ns("delete", "awl", "on-dra", "-n", ns.ns)
+    wait_for("the claim gone", lambda: not claims(ns, ns.ns), timeout=60)
+    wait_for(
+        "the devices back",
+        lambda: pool_status(ns, "h200-dra")["devices"]["allocated"] == before,
+        timeout=30,
+    )
+
+
+def test_a_dra_pool_says_why_in_devices_not_claims(ns: Kubectl) -> None:
+    ns.apply(workload("too-big", replicas=3, count=8, pools=["h200-dra"]))
+    message = wait_for("it says why", lambda: ns.status("too-big").get("message"), timeout=30)
+    assert "gpu.nvidia.com/devices" in message, message
+    assert "cannot allocate" not in message
+
+
+class DeviceWatch(Sampler):
+    """Devices in use per node at every sample: device-plugin requests of pods that are
+    bound, plus devices allocated in claims (by their pool, one per node here)."""
+
+    every = 0.5
+
+    def __init__(self, k: Kubectl) -> None:
+        super().__init__()
+        self.k = k
+        self.worst: dict[str, int] = defaultdict(int)
+
+    def sample(self) -> None:
+        per_node: dict[str, int] = defaultdict(int)
+        pods = json.loads(self.k("get", "pods", "-A", "-o", "json").stdout)["items"]
+        for pod in pods:
+            node = pod["spec"].get("nodeName")
+            if not node or pod["status"].get("phase") in ("Succeeded", "Failed"):
+                continue
+            for container in pod["spec"]["containers"]:
+                for name, value in (
+                    (container.get("resources") or {}).get("requests") or {}
+                ).items():
+                    if "/" in name and not name.startswith(("cpu", "memory")):
+                        per_node[node] += int(value)
+        for claim in claims(self.k):
+            for result in allocated(claim):
+                per_node[result["pool"]] += 1
+        for node, used in per_node.items():
+            self.worst[node] = max(self.worst[node], used)
+
+
+def test_a_mixed_burst_never_over_allocates_a_device(ns: Kubectl) -> None:
+    """Device-plugin and DRA pools in one fleet, one burst of workloads: every node holds at
+    most its devices at every sampled moment, claims counted beside requests."""
+    burst = [
+        *(workload(f"plugin-{i}", count=4, vendors=["nvidia", "amd"]) for i in range(8)),
+        *(workload(f"dra-{i}", count=4, pools=list(DRA_POOLS)) for i in range(10)),
+    ]
+    with DeviceWatch(ns) as watch:
+        ns.apply(*burst)
+        wait_for(
+            "the DRA pools full",
+            lambda: sum(1 for c in claims(ns, ns.ns) if allocated(c)) == 8,
+            timeout=90,
+        )
+        wait_for(
+            "every device-plugin workload placed",
+            lambda: all(ns.status(f"plugin-{i}").get("pool") for i in range(8)),
+            timeout=60,
+        )
+        wait_for("a few samples of the full fleet", lambda: watch.samples > 8, timeout=30)
+    over = {n: v for n, v in watch.worst.items() if v > PER_NODE}
+    assert not over, f"nodes over their devices: {over}"
+    waiting = [f"dra-{i}" for i in range(10) if not ns.status(f"dra-{i}").get("pool")]
+    assert len(waiting) == 2  # 4 nodes of 8 take 8 gangs of 4
+    for name in waiting:
+        assert "no feasible pool has room" in ns.status(name)["message"]
