@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from operator_harness import (
+    REPO,
     TESSERA,
     Kubectl,
     Operator,
@@ -24,7 +25,7 @@ from operator_harness import (
 )
 
 EXTRA = {f"plan-extra-{i}": 1 for i in range(3)}  # pool -> nodes
-POOLS = 7 + len(EXTRA)
+POOLS = len(list((REPO / "examples" / "pools").glob("*.yaml"))) + len(EXTRA)
 OUTPUT: dict[str, str] = {}  # what each case printed, for the docs (printed at the end)
 
 
@@ -35,7 +36,7 @@ def ns(operator: Operator, installed: Any) -> Iterator[Kubectl]:
     with namespace(installed, "plan") as k:
         for name, nodes in EXTRA.items():
             make_pool(k, name, nodes, devices=4)
-        wait_for("10 pools", lambda: len(k.get("acp", cluster_scoped=True)["items"]) >= POOLS)
+        wait_for("every pool", lambda: len(k.get("acp", cluster_scoped=True)["items"]) >= POOLS)
         filler = workload("filler", replicas=4, count=8, pools=["h100"], restart="OnFailure")
         filler["spec"]["estimatedDuration"] = "2h"
         k.apply(filler)
@@ -69,7 +70,8 @@ def manifest(tmp_path: Path, k: Kubectl, body: dict[str, Any]) -> str:
 
 
 def gang() -> dict[str, Any]:
-    """4 pods of 8 fp8 devices with 80 GiB: only h100 can run it, and filler holds it."""
+    """4 pods of 8 fp8 devices with 80 GiB: only h100 can run it (the DRA pools' two nodes
+    hold 2 such pods), and filler holds it."""
     return workload("gang", replicas=4, count=8, precision="fp8", minMemoryGiB=80)
 
 

@@ -1,8 +1,9 @@
 """Pools of DRA-managed devices beside device-plugin pools, on the real control plane: the
 fleet's DRA nodes (h200-dra, mi325x-dra) publish ResourceSlices as their drivers would, the
 example pools count them, a Workload placed on a DRA pool gets a claim the real scheduler
-allocates on the pinned node, and a mixed burst never over-allocates a device, counting
-claims' allocations beside pods' requests."""
+allocates on the pinned node, a mixed burst never over-allocates a device (claims counted
+beside pods' requests), and draining, fallback and an operator restart behave as on any
+pool."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from operator_harness import (
     clear_workloads,
     is_ready,
     namespace,
+    set_draining,
     wait_for,
     workload,
 )
@@ -167,7 +169,104 @@ def test_a_mixed_burst_never_over_allocates_a_device(ns: Kubectl) -> None:
         wait_for("a few samples of the full fleet", lambda: watch.samples > 8, timeout=30)
     over = {n: v for n, v in watch.worst.items() if v > PER_NODE}
     assert not over, f"nodes over their devices: {over}"
-    waiting = [f"dra-{i}" for i in range(10) if not ns.status(f"dra-{i}").get("pool")]
-    assert len(waiting) == 2  # 4 nodes of 8 take 8 gangs of 4
+    # 4 nodes of 8 take 8 gangs of 4 (in a burst a placement's status is written once its
+    # pods run: wait for them).
+    waiting = wait_for(
+        "two left waiting",
+        lambda: (
+            len(w := [f"dra-{i}" for i in range(10) if not ns.status(f"dra-{i}").get("pool")]) == 2
+            and w
+        ),
+        timeout=60,
+    )
     for name in waiting:
         assert "no feasible pool has room" in ns.status(name)["message"]
+
+
+def dra_pods_claims(k: Kubectl, name: str) -> list[list[dict[str, Any]]]:
+    """The devices allocated to each claim of the workload's pods (by the pod's claim)."""
+    pods = {p["metadata"]["name"] for p in k.pods(**{"tessera.dev/workload": name})}
+    out = []
+    for claim in claims(k, k.ns):
+        owners = {o["name"] for o in claim["metadata"].get("ownerReferences") or []}
+        if owners & pods:
+            out.append(allocated(claim))
+    return out
+
+
+def test_draining_and_fallback_on_a_dra_pool_release_its_devices(ns: Kubectl) -> None:
+    """As on any pool: a service moves off a draining DRA pool one pod at a time (its claim
+    goes with its old pod), and a gang the scheduler cannot bind there is withdrawn, its
+    claims with its pods."""
+    # The earlier tests' claims gone with their pods: the pool empty again.
+    empty = {"allocated": 0, "available": 2 * PER_NODE}
+    wait_for(
+        "h200-dra empty",
+        lambda: {k: pool_status(ns, "h200-dra").get("devices", {}).get(k) for k in empty} == empty,
+    )
+    before = 0
+    faster = {"H200-SXM-141GB": 2.0, "H100-SXM5-80GB": 1.0}  # measured: H200 first, H100 next
+    ns.apply(
+        workload(
+            "svc",
+            count=4,
+            restart="Always",
+            objective="performance",
+            pools=["h200-dra", "h100"],
+            throughput=faster,
+        )
+    )
+    placed = wait_for("svc placed", lambda: (s := ns.status("svc")).get("pool") and s, timeout=60)
+    assert placed["pool"] == "h200-dra", placed["candidates"]
+    wait_for("svc's claim allocated", lambda: [len(c) for c in dra_pods_claims(ns, "svc")] == [4])
+    try:
+        set_draining(ns, "h200-dra", True)
+        wait_for("svc moved", lambda: ns.status("svc").get("pool") == "h100", timeout=90)
+        wait_for("svc Ready on h100", lambda: running_on(ns, "svc", "h100"), timeout=90)
+        wait_for("its claim released", lambda: not dra_pods_claims(ns, "svc"), timeout=60)
+        wait_for(
+            "h200-dra's devices back",
+            lambda: pool_status(ns, "h200-dra")["devices"]["allocated"] == before,
+            timeout=30,
+        )
+    finally:
+        set_draining(ns, "h200-dra", False)
+    stuck = workload(
+        "stuck", count=4, pools=["h200-dra"],
+        pod_spec={"nodeSelector": {"topology.kubernetes.io/zone": "nowhere"}},
+    )  # fmt: skip
+    stuck["spec"]["placement"] = {"fallbackAfterSeconds": 2}
+    ns.apply(stuck)
+    status = wait_for(
+        "withdrawn from h200-dra",
+        lambda: (s := ns.status("stuck")).get("excludedPools") and s,
+        timeout=60,
+    )
+    assert status["excludedPools"][0]["pool"] == "h200-dra"
+    assert "unschedulable" in status["excludedPools"][0]["reason"]
+    wait_for("its claims gone", lambda: not dra_pods_claims(ns, "stuck"), timeout=60)
+
+
+def running_on(k: Kubectl, name: str, pool: str) -> bool:
+    pods = k.pods(**{"tessera.dev/workload": name})
+    return bool(pods) and all(
+        is_ready(p) and p["metadata"]["labels"]["tessera.dev/pool"] == pool for p in pods
+    )
+
+
+def test_a_restarted_operator_keeps_a_dra_placement(ns: Kubectl, operator: Operator) -> None:
+    ns.apply(workload("kept", count=2, pools=["mi325x-dra"]))
+    wait_for("kept running", lambda: running_on(ns, "kept", "mi325x-dra"), timeout=60)
+    (devices,) = wait_for("its claim", lambda: dra_pods_claims(ns, "kept"), timeout=30)
+    uids = {p["metadata"]["uid"] for p in ns.pods()}
+    operator.kill()
+    operator.start()
+    counted = wait_for(
+        "the pool counts it again",
+        lambda: pool_status(ns, "mi325x-dra")["devices"]["allocated"] >= 2,
+        timeout=30,
+    )
+    assert counted
+    assert {p["metadata"]["uid"] for p in ns.pods()} == uids  # nothing recreated
+    assert dra_pods_claims(ns, "kept") == [devices]  # nor reallocated
+    assert ns.status("kept")["pool"] == "mi325x-dra"
