@@ -24,6 +24,7 @@ from tessera.world.facts import ObjectFacts, fingerprint
 from tessera.world.pacing import Bursts
 from tessera.world.snapshot import World
 from tessera.world.status import (
+    WAITING_FOR_QUOTA,
     dump,
     lifecycle_status,
     placed_from,
@@ -271,5 +272,5 @@ class Placing:
             self.writes.status(facts, status)
         except Conflict:
             return
-        feasible = reason in ("WaitingForCapacity", "WaitingForQuota")
+        feasible = reason in ("WaitingForCapacity", WAITING_FOR_QUOTA)
         self.events.post(facts, "Workload", reason, message, warning=not feasible)

@@ -297,9 +297,7 @@ def _preempt(queue: _Queue, done: _Done, now: datetime) -> list[Decision]:
             for node, devices in held[v.key].nodes:
                 if node in fit.free:
                     fit.give(node, devices)
-            owner = sharing.quota_of(v.namespace)
-            if owner is not None:
-                sharing.usage.add(owner, v.pool, -v.devices, -sharing.cost(v.pool, v.devices))
+            sharing.release(v)
         nodes = fit.take(count, replicas) or []
         sharing.take(w.namespace, found.pool, count * replicas)
         chosen = next(r for r in ranked if r.scored.pool.name == found.pool)
@@ -307,9 +305,8 @@ def _preempt(queue: _Queue, done: _Done, now: datetime) -> list[Decision]:
         evicted = ", ".join(v.key for v in found.victims)
         rules = " and ".join(sorted({v.rule for v in found.victims}))
         message = (
-            f"placed on {pool.name} ({pool.model}), score {chosen.score:.1f}, {replicas} x "
-            f"{count} {pool.resource}, preempting {evicted} ({rules}): its pods start as "
-            "their devices are freed"
+            f"{_placed_message(pool, chosen.score, replicas, count)}, preempting {evicted} "
+            f"({rules}): its pods start as their devices are freed"
         )
         out.append(
             dataclasses.replace(
@@ -327,6 +324,12 @@ def _preempt(queue: _Queue, done: _Done, now: datetime) -> list[Decision]:
             )
         )
     return out
+
+
+def _placed_message(pool: PoolView, score: float, replicas: int, count: int) -> str:
+    """What a placement's status and event say, preempting or not."""
+    where = f"placed on {pool.name} ({pool.model}), score {score:.1f}"
+    return f"{where}, {replicas} x {count} {pool.resource}"
 
 
 def _auction(
@@ -459,8 +462,7 @@ def _decide(
             score=chosen.score,
             nodes=tuple(nodes),
             runtime=runtime,
-            message=f"placed on {pool.name} ({pool.model}), score {chosen.score:.1f}, "
-            f"{replicas} x {count} {pool.resource}",
+            message=_placed_message(pool, chosen.score, replicas, count),
             quota=quota,
             _rows=shown,
             _ruled_out=ruled_out,

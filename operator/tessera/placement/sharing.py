@@ -193,6 +193,13 @@ class Sharing:
         if quota is not None:
             self.usage.add(quota, pool, devices, self.cost(pool, devices))
 
+    def release(self, victim: Victim) -> None:
+        """An evicted workload's devices and units no longer count for its quota."""
+        quota = self.quota_of(victim.namespace)
+        if quota is not None:
+            units = self.cost(victim.pool, victim.devices)
+            self.usage.add(quota, victim.pool, -victim.devices, -units)
+
     def waits(self, namespace: str, pools: Sequence[str], devices: int) -> None:
         """A workload of the namespace waits for one of `pools` (its feasible pools, best
         first); if it would fit its quota's nominal on the best, the quota is owed their

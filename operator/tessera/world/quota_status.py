@@ -10,9 +10,7 @@ from typing import Any
 from tessera.placement.sharing import Sharing, Victim
 from tessera.world.facts import ObjectFacts
 from tessera.world.snapshot import World
-from tessera.world.status import condition, iso, unplaced
-
-WAITING_FOR_QUOTA = "WaitingForQuota"  # the Placed condition's reason (world.status)
+from tessera.world.status import WAITING_FOR_QUOTA, condition, iso, unplaced
 
 
 def round_units(units: float) -> float:

@@ -459,6 +459,10 @@ def migrating_status(
     return status
 
 
+# The Placed condition's reason while a workload fits the fleet but not its quota.
+WAITING_FOR_QUOTA = "WaitingForQuota"
+
+
 def waiting_status(
     facts: ObjectFacts,
     message: str,
@@ -481,7 +485,7 @@ def waiting_status(
     reason = "WaitingForCapacity" if feasible else "NoFeasiblePool"
     short = short_reason(candidates, waiting_for)
     if for_quota:
-        reason, short = "WaitingForQuota", _clip(f"quota {quota}: over its share now")
+        reason, short = WAITING_FOR_QUOTA, _clip(f"quota {quota}: over its share now")
     status = {
         "phase": api.Phase.PENDING.value,
         "candidates": candidates,
