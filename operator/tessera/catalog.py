@@ -159,6 +159,18 @@ def _memory_gib(value: str) -> float | None:
     return number if unit.startswith("g") else number / 1024
 
 
+def labelled_memory_gib(nodes: Mapping[str, Mapping[str, str]]) -> float:
+    """Memory per device as the nodes' labels (or their DRA devices) give it, the least of
+    the pool's nodes; 0.0 when none says. Fills in for a model the catalog does not know."""
+    found = []
+    for labels in nodes.values():
+        said = (_memory_gib(labels[k]) for k in _index().memory_labels if k in labels)
+        gib = next((g for g in said if g), None)
+        if gib is not None:
+            found.append(gib)
+    return round(min(found), 1) if found else 0.0
+
+
 def _lookup(key: str, value: str) -> frozenset[str] | None:
     """Models a label names; None when the key identifies accelerators but the value is new."""
     if key == INSTANCE_TYPE_LABEL:
@@ -251,8 +263,18 @@ DRA_DISCOVERY: dict[str, dict[str, tuple[str, str]]] = {
         "memory": ("nvidia.com/gpu.memory", "mebibytes"),
     },
     # ROCm/k8s-gpu-dra-driver, cmd/gpu-kubeletplugin/deviceinfo.go (docs/demo.md shows an
-    # MI300X): productName as the AMD labeller writes it, AMD_Instinct_MI300X_OAM.
-    "gpu.amd.com": {"productName": ("amd.com/gpu.product-name", "same")},
+    # MI300X): productName as the AMD labeller writes it, AMD_Instinct_MI300X_OAM; deviceID
+    # as sysfs gives it (0x74a1), the labeller without 0x; memory a capacity in bytes, the
+    # labeller's vram in G.
+    "gpu.amd.com": {
+        "productName": ("amd.com/gpu.product-name", "same"),
+        "deviceID": ("amd.com/gpu.device-id", "hex"),
+        "memory": ("amd.com/gpu.vram", "gibibytes"),
+    },
+    # intel/intel-resource-drivers-for-kubernetes, cmd/kubelet-gaudi-plugin/node_state.go and
+    # pkg/gaudi/device/device.go: model is the SKU (Gaudi2, Gaudi3) from the PCI device ID.
+    # No labeller writes it as a label, so the catalog lists it under the driver's own name.
+    "gaudi.intel.com": {"model": ("gaudi.intel.com/model", "same")},
     # kubernetes-sigs/dra-driver-google-tpu, cmd/tpu-dra-kubeletplugin/manager.go:
     # accelerator is GKE's name for the slice type, e.g. tpu-v6e-slice.
     "tpu.google.com": {"accelerator": ("cloud.google.com/gke-tpu-accelerator", "same")},
@@ -271,11 +293,13 @@ def dra_labels(
             continue
         if written == "dashes":
             value = _DASHES.sub("-", value.strip())
-        elif written == "mebibytes":
+        elif written == "hex":
+            value = value.strip().lower().removeprefix("0x")
+        elif written in ("mebibytes", "gibibytes"):
             mib = quantity_mib(value)
             if mib is None:
                 continue
-            value = str(round(mib))
+            value = str(round(mib)) if written == "mebibytes" else f"{round(mib / 1024)}G"
         out[label] = value
     return out
 
@@ -449,7 +473,8 @@ def resolve_accelerator(
         model=key,
         source=source,
         resource_name=resource,
-        memory_gib=want.memory_gib or (entry.memory_gib if entry else 0.0),
+        memory_gib=want.memory_gib
+        or (entry.memory_gib if entry else labelled_memory_gib(nodes or {})),
         memory_bandwidth_tbps=want.memory_bandwidth_tbps
         or (entry.memory_bandwidth_tbps if entry else 0.0),
         peak_tflops=tflops,

@@ -173,6 +173,34 @@ def test_discovery_resolves_every_group_of_the_simulated_fleet() -> None:
             assert found.status == "none", g["name"]  # CPU-only nodes carry no accelerator
 
 
+def test_each_drivers_device_attributes_read_as_its_labellers_labels() -> None:
+    """What the NVIDIA, AMD, Intel Gaudi and TPU drivers publish, spelled as each does."""
+    nvidia = catalog.dra_labels(
+        "gpu.nvidia.com", {"productName": "NVIDIA H100 80GB HBM3"}, {"memory": "81559Mi"}
+    )
+    assert nvidia == {
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+        "nvidia.com/gpu.memory": "81559",
+    }
+    amd = catalog.dra_labels(
+        "gpu.amd.com",
+        {"productName": "AMD_Instinct_MI300X_OAM", "deviceID": "0x74A1"},
+        {"memory": "196592Mi", "computeUnits": "304"},
+    )
+    assert amd == {
+        "amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM",
+        "amd.com/gpu.device-id": "74a1",
+        "amd.com/gpu.vram": "192G",
+    }
+    assert catalog.discover(amd).model == "MI300X"
+    for sku in ("Gaudi2", "Gaudi3"):
+        gaudi = catalog.dra_labels("gaudi.intel.com", {"model": sku, "pciRoot": "00"}, {})
+        assert catalog.discover(gaudi).model == sku
+    tpu = catalog.dra_labels("tpu.google.com", {"accelerator": "tpu-v5-lite-podslice"}, {})
+    assert catalog.discover(tpu).model == "TPU-v5e"
+    assert catalog.dra_labels("example.com", {"model": "X"}, {}) == {}
+
+
 def test_unknown_label_value_is_a_result_naming_the_label() -> None:
     found = catalog.discover({"nvidia.com/gpu.product": "NVIDIA-RTX-PRO-6000", "zone": "a"})
     assert found.status == "unknown" and found.model is None
@@ -293,6 +321,22 @@ def test_resolve_unknown_hardware_needs_memory_and_flops() -> None:
     )
     assert full.usable and full.accelerator.source == "spec"
     assert full.accelerator.resource_name == "xilinx.com/fpga"
+    # A model the catalog lacks: memory per device from the nodes' labels (the least).
+    sized = catalog.resolve_accelerator(
+        _spec(vendor="nvidia"),
+        {
+            "a": {
+                "nvidia.com/gpu.product": "NVIDIA-RTX-PRO-6000",
+                "nvidia.com/gpu.memory": "97887",
+            },
+            "b": {
+                "nvidia.com/gpu.product": "NVIDIA-RTX-PRO-6000",
+                "nvidia.com/gpu.memory": "98304",
+            },
+        },
+    )
+    assert sized.accelerator.memory_gib == 95.6
+    assert sized.problems[0].endswith("set spec.accelerator.model, or peakTFLOPS")
     nothing = catalog.resolve_accelerator(_spec(vendor="nvidia"), {"n": {"zone": "a"}})
     assert nothing.accelerator.model == catalog.UNKNOWN and not nothing.usable
     assert "set spec.accelerator.model" in nothing.problems[0]

@@ -5,6 +5,7 @@ devices' attributes, and its pods claim their devices from a template Tessera ow
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,15 +19,16 @@ from tessera.world.snapshot import World
 GROUP = next(g for g in fleet.load_groups() if g["name"] == "h200-dra")
 
 
-def pool_facts() -> Any:
+def pool_facts(product: str = "NVIDIA-H200", **accelerator: Any) -> Any:
     body = {
         "metadata": {"name": "h200-dra", "uid": "p", "resourceVersion": "1", "generation": 1},
         "spec": {
             "accelerator": {
                 "vendor": "nvidia",
                 "dra": {"driver": "gpu.nvidia.com", "deviceClassName": "gpu.nvidia.com"},
+                **accelerator,
             },
-            "nodeSelector": {"matchLabels": {"nvidia.com/gpu.product": "NVIDIA-H200"}},
+            "nodeSelector": {"matchLabels": {"nvidia.com/gpu.product": product}},
         },
     }
     return object_facts(body)
@@ -43,14 +45,19 @@ def claim(pool: str, *devices: str) -> dict[str, Any]:
     }
 
 
-def world(claims: Sequence[dict[str, Any]] = (), cache: WorldCache | None = None) -> World:
-    nodes = [node_facts(n) for n in fleet.node_manifests([GROUP])]
-    slices = [f for f in map(slice_facts, fleet.resource_slices([GROUP])) if f is not None]
+def world(
+    claims: Sequence[dict[str, Any]] = (),
+    cache: WorldCache | None = None,
+    group: dict[str, Any] = GROUP,
+    pool: Any = None,
+) -> World:
+    nodes = [node_facts(n) for n in fleet.node_manifests([group])]
+    slices = [f for f in map(slice_facts, fleet.resource_slices([group])) if f is not None]
     held = [c for c in map(claim_facts, claims) if c is not None]
     return World(
         nodes={n.name: n for n in nodes},
         pods=[],
-        pools={"h200-dra": pool_facts()},
+        pools={"h200-dra": pool or pool_facts()},
         workloads={},
         namespaces={},
         slices={f"s{i}": s for i, s in enumerate(slices)},
@@ -68,6 +75,24 @@ def test_a_dra_pool_counts_slices_as_devices_and_claims_as_used() -> None:
         "h200-dra-0": (8, 8),
         "h200-dra-1": (8, 5),
     }
+
+
+def test_a_model_the_catalog_lacks_takes_its_memory_from_the_slice() -> None:
+    """A new GPU whose node labels say only its product: the devices' memory capacity is
+    the pool's memory per device, so the pool needs no more than its FLOPS from the admin."""
+    product = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    group = copy.deepcopy(GROUP)
+    group["labels"] = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "RTX-PRO"}
+    group["dra"]["attributes"]["productName"] = {"string": product}
+    group["dra"]["capacity"]["memory"] = {"value": "97887Mi"}
+    bare = world(group=group, pool=pool_facts("RTX-PRO")).pool_state("h200-dra")
+    assert bare.accelerator.memory_gib == 95.6
+    (problem,) = bare.problems
+    assert problem.endswith("set spec.accelerator.model, or peakTFLOPS"), problem
+    given = world(group=group, pool=pool_facts("RTX-PRO", peakTFLOPS={"bf16": 500}))
+    state = given.pool_state("h200-dra")
+    assert state.accelerator.memory_gib == 95.6 and not state.problems
+    assert {n.allocatable for n in state.nodes} == {8}
 
 
 def test_a_slice_without_a_node_and_an_unallocated_claim_hold_nothing() -> None:
