@@ -89,5 +89,9 @@ def test_demo_places_every_example_workload_and_explains_it(tmp_path: Path) -> N
             f"pool {row[0]} shows {row[column]} available while its workloads hold "
             f"{held.get(row[0], 0)} devices:\n{output}"
         )
+    # One workload lands on a pool of DRA-managed devices, among the device-plugin pools.
+    dra = {d["metadata"]["name"] for d in _docs(REPO / "examples" / "pools", "AcceleratorPool")
+           if d["spec"]["accelerator"].get("dra")}  # fmt: skip
+    assert any(row[1] in dra for row in _table(lines, "WORKLOAD")[1]), output
     assert not (state / "operator.pid").exists(), "the operator's pid file was left behind"
     assert not (state / "cluster.json").exists(), "--no-keep left the control plane recorded"

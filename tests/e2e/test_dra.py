@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from operator_harness import (
+    REPO,
     Kubectl,
     Operator,
     Sampler,
@@ -26,6 +27,7 @@ from operator_harness import (
 )
 
 DRA_POOLS = {"h200-dra": "gpu.nvidia.com", "mi325x-dra": "gpu.amd.com"}
+PLUGIN_POOLS = ["a100", "h100", "mi300x"]  # the fleet's NVIDIA and AMD device-plugin pools
 PER_NODE = 8  # every node of the simulated fleet has 8 devices
 
 
@@ -110,10 +112,24 @@ def test_a_workload_on_a_dra_pool_gets_its_devices_from_the_scheduler(ns: Kubect
 
 
 def test_a_dra_pool_says_why_in_devices_not_claims(ns: Kubectl) -> None:
-    ns.apply(workload("too-big", replicas=3, count=8, pools=["h200-dra"]))
+    ns.apply(
+        workload("too-big", replicas=3, count=8, pools=["h200-dra"]),
+        workload("too-much-memory", count=1, pools=list(DRA_POOLS), minMemoryGiB=300),
+    )
     message = wait_for("it says why", lambda: ns.status("too-big").get("message"), timeout=30)
     assert "gpu.nvidia.com/devices" in message, message
     assert "cannot allocate" not in message
+    # More memory than any DRA device has: each pool named with the memory it lacks.
+    status = wait_for(
+        "the memory reason",
+        lambda: (s := ns.status("too-much-memory")).get("message") and s,
+        timeout=30,
+    )
+    assert not status.get("pool")
+    reasons = {c["pool"]: " ".join(c.get("reasons", [])) for c in status["candidates"]}
+    assert "141 GiB per device < 300 GiB required" in reasons["h200-dra"], reasons
+    assert "256 GiB per device < 300 GiB required" in reasons["mi325x-dra"], reasons
+    assert "h200-dra" in status["message"] and "300 GiB" in status["message"], status
 
 
 class DeviceWatch(Sampler):
@@ -150,8 +166,10 @@ class DeviceWatch(Sampler):
 def test_a_mixed_burst_never_over_allocates_a_device(ns: Kubectl) -> None:
     """Device-plugin and DRA pools in one fleet, one burst of workloads: every node holds at
     most its devices at every sampled moment, claims counted beside requests."""
+    # The device-plugin workloads name their pools: by vendor alone a DRA pool may be their
+    # best, and a fleet that earlier tests left busy tips them onto it.
     burst = [
-        *(workload(f"plugin-{i}", count=4, vendors=["nvidia", "amd"]) for i in range(8)),
+        *(workload(f"plugin-{i}", count=4, pools=PLUGIN_POOLS) for i in range(8)),
         *(workload(f"dra-{i}", count=4, pools=list(DRA_POOLS)) for i in range(10)),
     ]
     with DeviceWatch(ns) as watch:
@@ -169,16 +187,17 @@ def test_a_mixed_burst_never_over_allocates_a_device(ns: Kubectl) -> None:
         wait_for("a few samples of the full fleet", lambda: watch.samples > 8, timeout=30)
     over = {n: v for n, v in watch.worst.items() if v > PER_NODE}
     assert not over, f"nodes over their devices: {over}"
+
     # 4 nodes of 8 take 8 gangs of 4 (in a burst a placement's status is written once its
     # pods run: wait for them).
-    waiting = wait_for(
-        "two left waiting",
-        lambda: (
-            len(w := [f"dra-{i}" for i in range(10) if not ns.status(f"dra-{i}").get("pool")]) == 2
-            and w
-        ),
-        timeout=60,
-    )
+    def unplaced() -> list[str]:
+        return [f"dra-{i}" for i in range(10) if not ns.status(f"dra-{i}").get("pool")]
+
+    try:
+        waiting = wait_for("two left waiting", lambda: len(w := unplaced()) == 2 and w, timeout=60)
+    except AssertionError as timed_out:
+        statuses = {f"dra-{i}": ns.status(f"dra-{i}") for i in range(10)}
+        raise AssertionError(f"{timed_out}; unplaced {unplaced()}; statuses {statuses}") from None
     for name in waiting:
         assert "no feasible pool has room" in ns.status(name)["message"]
 
@@ -205,20 +224,7 @@ def test_draining_and_fallback_on_a_dra_pool_release_its_devices(ns: Kubectl) ->
         lambda: {k: pool_status(ns, "h200-dra").get("devices", {}).get(k) for k in empty} == empty,
     )
     before = 0
-    faster = {"H200-SXM-141GB": 2.0, "H100-SXM5-80GB": 1.0}  # measured: H200 first, H100 next
-    ns.apply(
-        workload(
-            "svc",
-            count=4,
-            restart="Always",
-            objective="performance",
-            pools=["h200-dra", "h100"],
-            throughput=faster,
-        )
-    )
-    placed = wait_for("svc placed", lambda: (s := ns.status("svc")).get("pool") and s, timeout=60)
-    assert placed["pool"] == "h200-dra", placed["candidates"]
-    wait_for("svc's claim allocated", lambda: [len(c) for c in dra_pods_claims(ns, "svc")] == [4])
+    service_on_dra(ns, "svc", ("h200-dra", "H200-SXM-141GB"), ("h100", "H100-SXM5-80GB"))
     try:
         set_draining(ns, "h200-dra", True)
         wait_for("svc moved", lambda: ns.status("svc").get("pool") == "h100", timeout=90)
@@ -247,6 +253,26 @@ def test_draining_and_fallback_on_a_dra_pool_release_its_devices(ns: Kubectl) ->
     wait_for("its claims gone", lambda: not dra_pods_claims(ns, "stuck"), timeout=60)
 
 
+def service_on_dra(k: Kubectl, name: str, dra: tuple[str, str], other: tuple[str, str]) -> None:
+    """A service of one pod of 4 devices that may run on a DRA pool or a device-plugin pool
+    (each given as pool and model), measured faster on the DRA pool: placed there, its
+    claim allocated."""
+    faster = {dra[1]: 2.0, other[1]: 1.0}
+    k.apply(
+        workload(
+            name,
+            count=4,
+            restart="Always",
+            objective="performance",
+            pools=[dra[0], other[0]],
+            throughput=faster,
+        )
+    )
+    placed = wait_for(f"{name} placed", lambda: (s := k.status(name)).get("pool") and s, 60)
+    assert placed["pool"] == dra[0], placed["candidates"]
+    wait_for(f"{name}'s claim allocated", lambda: [len(c) for c in dra_pods_claims(k, name)] == [4])
+
+
 def running_on(k: Kubectl, name: str, pool: str) -> bool:
     pods = k.pods(**{"tessera.dev/workload": name})
     return bool(pods) and all(
@@ -270,3 +296,32 @@ def test_a_restarted_operator_keeps_a_dra_placement(ns: Kubectl, operator: Opera
     assert {p["metadata"]["uid"] for p in ns.pods()} == uids  # nothing recreated
     assert dra_pods_claims(ns, "kept") == [devices]  # nor reallocated
     assert ns.status("kept")["pool"] == "mi325x-dra"
+
+
+def test_a_deleted_dra_pool_moves_its_service_and_releases_its_devices(ns: Kubectl) -> None:
+    """`kubectl delete` on a DRA pool with a service on it, as on any pool: the service moves
+    to the other pool, its old pod's claim goes with the pod, then the pool goes. The
+    example pool is created again for the tests after it."""
+    service_on_dra(ns, "amd-svc", ("mi325x-dra", "MI325X"), ("mi300x", "MI300X"))
+    example = str(REPO / "examples" / "pools" / "mi325x-dra.yaml")
+    try:
+        ns("delete", "acp", "mi325x-dra", "--wait=false")
+        wait_for("moved", lambda: running_on(ns, "amd-svc", "mi300x"), timeout=90)
+        wait_for("its claim released", lambda: not dra_pods_claims(ns, "amd-svc"), timeout=60)
+        wait_for(
+            "the pool gone",
+            lambda: "mi325x-dra" not in ns("get", "acp", "-o", "name").stdout,
+            timeout=60,
+        )
+    finally:
+        ns("apply", "--server-side", "--force-conflicts", "-f", example)
+    counted = wait_for(
+        "the pool back, its devices counted and free",
+        lambda: (
+            (d := pool_status(ns, "mi325x-dra").get("devices") or {}).get("available")
+            == 2 * PER_NODE
+            and d
+        ),
+        timeout=60,
+    )
+    assert counted["allocated"] == 0
