@@ -9,6 +9,8 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 import fleet  # hack/fleet.py (hack/ is on the path: tests/conftest.py)
 from tessera import api, runtime
 from tessera.dra import claim_facts, slice_facts
@@ -135,7 +137,8 @@ def test_a_dra_pods_claim_comes_from_a_template_the_workload_owns() -> None:
     w = world()
     attributes = w.device_attributes("h200-dra")
     template = runtime.claim_template(work, "uid-1", "h200-dra", pool_spec, attributes)
-    assert template["metadata"]["name"] == "train-h200-dra"
+    name = template["metadata"]["name"]
+    assert name.startswith("train-h200-dra-") and len(name) == len("train-h200-dra-") + 6
     assert template["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
     (request,) = template["spec"]["spec"]["devices"]["requests"]
     exactly = request["exactly"]
@@ -145,9 +148,11 @@ def test_a_dra_pods_claim_comes_from_a_template_the_workload_owns() -> None:
         'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("100Gi")) >= 0'
     )
     accelerator = w.accelerator("h200-dra").to_api()
-    pod = runtime.build_pod(work, "uid-1", "h200-dra", pool_spec, accelerator, 0, "h200-dra-0")
+    pod = runtime.build_pod(
+        work, "uid-1", "h200-dra", pool_spec, accelerator, 0, "h200-dra-0", claims_from=name
+    )
     assert pod["spec"]["resourceClaims"] == [
-        {"name": "tessera-devices", "resourceClaimTemplateName": "train-h200-dra"}
+        {"name": "tessera-devices", "resourceClaimTemplateName": name}
     ]
     resources = pod["spec"]["containers"][0]["resources"]
     assert resources == {"claims": [{"name": "tessera-devices"}]}  # no device-plugin request
@@ -155,3 +160,33 @@ def test_a_dra_pods_claim_comes_from_a_template_the_workload_owns() -> None:
         "requiredDuringSchedulingIgnoredDuringExecution"
     ]
     assert terms["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["h200-dra-0"]
+
+
+def test_other_needs_on_the_same_pool_get_a_template_of_their_own() -> None:
+    """A template's spec is immutable: a workload placed on the pool again after an edit
+    (more memory) must not reuse the old template's selector, nor a pod go without one."""
+    pool_spec = api.AcceleratorPoolSpec.model_validate(pool_facts().spec)
+    attributes = world().device_attributes("h200-dra")
+
+    def template(memory: int, count: int = 4) -> dict[str, Any]:
+        spec = api.WorkloadSpec.model_validate(
+            {
+                "accelerator": {"count": count, "minMemoryGiB": memory},
+                "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}},
+            }
+        )
+        work = api.Workload(metadata={"name": "train", "namespace": "ml"}, spec=spec)
+        return runtime.claim_template(work, "uid-1", "h200-dra", pool_spec, attributes)
+
+    names = {template(100)["metadata"]["name"], template(120)["metadata"]["name"]}
+    names.add(template(100, count=2)["metadata"]["name"])
+    assert len(names) == 3 and template(100) == template(100)
+    work = api.Workload(
+        metadata={"name": "train", "namespace": "ml"},
+        spec=api.WorkloadSpec.model_validate(
+            {"accelerator": {"count": 1}, "template": {"spec": {"containers": [{"name": "m"}]}}}
+        ),
+    )
+    accelerator = world().accelerator("h200-dra").to_api()
+    with pytest.raises(ValueError, match="DRA pool"):
+        runtime.build_pod(work, "uid-1", "h200-dra", pool_spec, accelerator, 0, "h200-dra-0")

@@ -63,9 +63,8 @@ class Writes:
         return name
 
     def _claim_template(self, template: dict[str, Any], uid: str) -> None:
-        """Creates a DRA placement's ResourceClaimTemplate once per workload and pool (one of
-        that name already there is the one an earlier placement made: same spec, frozen
-        while placed)."""
+        """Creates a DRA placement's ResourceClaimTemplate once (one of that name already
+        there is the one an earlier placement made: its name says its spec)."""
         meta = template["metadata"]
         key = (meta["namespace"], meta["name"], uid)
         if key not in self._templates:
@@ -86,7 +85,7 @@ class Writes:
         ledger, clock = self.ledger, self.clock
 
         @functools.cache
-        def parts() -> tuple[api.Workload, Any, str]:
+        def parts() -> tuple[api.Workload, Any, str, str | None]:
             # Built on the first claim only: most visits find every pod there or claimed.
             meta = {
                 "name": facts.name,
@@ -95,22 +94,32 @@ class Writes:
             }
             workload = api.Workload(metadata=meta, spec=spec)
             made_from = runtime.template_hash(spec)  # once for the gang's pods
+            claims_from = None
             if pool_spec.accelerator.dra is not None:  # its claim's template goes first
                 attributes = world.device_attributes(placed.pool)
                 template = runtime.claim_template(
                     workload, facts.uid, placed.pool, pool_spec, attributes
                 )
                 self._claim_template(template, facts.uid)
-            return workload, world.accelerator(placed.pool).to_api(), made_from
+                claims_from = template["metadata"]["name"]
+            return workload, world.accelerator(placed.pool).to_api(), made_from, claims_from
 
         def claim(replica: int) -> Claimed | None:
             key = f"{ns}/{runtime.pod_name(facts.name, placed.pool, replica)}"
             if not ledger.claim(key, facts.key, clock.monotonic()):
                 return None
             node = placed.assignments.get(replica)
-            workload, accelerator, made_from = parts()
+            workload, accelerator, made_from, claims_from = parts()
             pod = runtime.build_pod(
-                workload, facts.uid, placed.pool, pool_spec, accelerator, replica, node, made_from
+                workload,
+                facts.uid,
+                placed.pool,
+                pool_spec,
+                accelerator,
+                replica,
+                node,
+                made_from,
+                claims_from,
             )
 
             def send() -> bool:
