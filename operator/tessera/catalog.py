@@ -254,6 +254,7 @@ def _narrow_by_memory(
 # as the node label the vendor's device-plugin labeller writes for the same fact: one
 # catalog table serves both. Attribute -> (label, how the value is written there).
 _DASHES = re.compile(r"\s+")
+AMD_DEVICE_ID_LABEL = "amd.com/gpu.device-id"
 DRA_DISCOVERY: dict[str, dict[str, tuple[str, str]]] = {
     # NVIDIA/k8s-dra-driver-gpu, cmd/gpu-kubelet-plugin/deviceinfo.go and partitions.go:
     # productName is NVML's name ("NVIDIA H100 80GB HBM3"), which GPU Feature Discovery
@@ -265,11 +266,15 @@ DRA_DISCOVERY: dict[str, dict[str, tuple[str, str]]] = {
     # ROCm/k8s-gpu-dra-driver, cmd/gpu-kubeletplugin/deviceinfo.go (docs/demo.md shows an
     # MI300X): productName as the AMD labeller writes it, AMD_Instinct_MI300X_OAM; deviceID
     # as sysfs gives it (0x74a1), the labeller without 0x; memory a capacity in bytes, the
-    # labeller's vram in G.
+    # labeller's vram in G. partitionProfile (spx_nps1, cpx_nps4: the compute partition
+    # first) other than spx makes each device a slice of a GPU, named as the product with
+    # the partition (AMD_Instinct_MI300X_OAM-CPX), as GFD names MIG devices: a model the
+    # catalog does not know, with the partition's own memory.
     "gpu.amd.com": {
         "productName": ("amd.com/gpu.product-name", "same"),
-        "deviceID": ("amd.com/gpu.device-id", "hex"),
+        "deviceID": (AMD_DEVICE_ID_LABEL, "hex"),
         "memory": ("amd.com/gpu.vram", "gibibytes"),
+        "partitionProfile": ("amd.com/gpu.product-name", "partition"),  # after the two above
     },
     # intel/intel-resource-drivers-for-kubernetes, cmd/kubelet-gaudi-plugin/node_state.go and
     # pkg/gaudi/device/device.go: model is the SKU (Gaudi2, Gaudi3) from the PCI device ID.
@@ -295,6 +300,12 @@ def dra_labels(
             value = _DASHES.sub("-", value.strip())
         elif written == "hex":
             value = value.strip().lower().removeprefix("0x")
+        elif written == "partition":
+            compute = value.strip().split("_")[0].upper()
+            if label not in out or compute in ("", "SPX"):
+                continue  # the whole device
+            value = f"{out[label]}-{compute}"
+            out.pop(AMD_DEVICE_ID_LABEL, None)  # the device ID is the whole GPU's
         elif written in ("mebibytes", "gibibytes"):
             mib = quantity_mib(value)
             if mib is None:

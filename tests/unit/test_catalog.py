@@ -193,6 +193,23 @@ def test_each_drivers_device_attributes_read_as_its_labellers_labels() -> None:
         "amd.com/gpu.vram": "192G",
     }
     assert catalog.discover(amd).model == "MI300X"
+    # A compute partition (CPX: 8 per MI300X) is no MI300X: a model of its own, unknown to
+    # the catalog, with the partition's memory; SPX is the whole GPU.
+    whole, cpx = (
+        catalog.dra_labels(
+            "gpu.amd.com",
+            {"productName": "AMD_Instinct_MI300X_OAM", "deviceID": "0x74a1", "partitionProfile": p},
+            {"memory": "24Gi"},
+        )
+        for p in ("spx_nps1", "cpx_nps4")
+    )
+    assert catalog.discover(whole).model == "MI300X"
+    assert cpx == {
+        "amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM-CPX",
+        "amd.com/gpu.vram": "24G",
+    }
+    assert catalog.discover(cpx).status == "unknown"
+    assert catalog.labelled_memory_gib({"n": cpx}) == 24
     for sku in ("Gaudi2", "Gaudi3"):
         gaudi = catalog.dra_labels("gaudi.intel.com", {"model": sku, "pciRoot": "00"}, {})
         assert catalog.discover(gaudi).model == sku
