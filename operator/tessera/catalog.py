@@ -258,10 +258,14 @@ AMD_DEVICE_ID_LABEL = "amd.com/gpu.device-id"
 DRA_DISCOVERY: dict[str, dict[str, tuple[str, str]]] = {
     # NVIDIA/k8s-dra-driver-gpu, cmd/gpu-kubelet-plugin/deviceinfo.go and partitions.go:
     # productName is NVML's name ("NVIDIA H100 80GB HBM3"), which GPU Feature Discovery
-    # writes with dashes; memory is a capacity in bytes, GFD's label in MiB.
+    # writes with dashes; memory is a capacity in bytes, GFD's label in MiB; cudaDriverVersion
+    # (12.8.0) the CUDA version the driver supports, GFD's cuda.runtime-version.major/minor
+    # (the pool's CUDA version: tessera.placement.cuda_from_labels). architecture and
+    # cudaComputeCapability say nothing productName does not.
     "gpu.nvidia.com": {
         "productName": ("nvidia.com/gpu.product", "dashes"),
         "memory": ("nvidia.com/gpu.memory", "mebibytes"),
+        "cudaDriverVersion": ("nvidia.com/cuda.runtime-version", "major.minor"),
     },
     # ROCm/k8s-gpu-dra-driver, cmd/gpu-kubeletplugin/deviceinfo.go (docs/demo.md shows an
     # MI300X): productName as the AMD labeller writes it, AMD_Instinct_MI300X_OAM; deviceID
@@ -298,6 +302,12 @@ def dra_labels(
             continue
         if written == "dashes":
             value = _DASHES.sub("-", value.strip())
+        elif written == "major.minor":
+            major, _, rest = value.strip().partition(".")
+            if major.isdigit():
+                out[f"{label}.major"] = major
+                out[f"{label}.minor"] = rest.partition(".")[0] or "0"
+            continue
         elif written == "hex":
             value = value.strip().lower().removeprefix("0x")
         elif written == "partition":

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tessera import api, catalog
+from tessera.placement.snapshot import cuda_from_labels
 
 REQUIRED = [
     "T4", "A10G", "L4", "L40S", "V100-SXM2-32GB", "A100-SXM4-40GB", "A100-SXM4-80GB",
@@ -176,12 +177,17 @@ def test_discovery_resolves_every_group_of_the_simulated_fleet() -> None:
 def test_each_drivers_device_attributes_read_as_its_labellers_labels() -> None:
     """What the NVIDIA, AMD, Intel Gaudi and TPU drivers publish, spelled as each does."""
     nvidia = catalog.dra_labels(
-        "gpu.nvidia.com", {"productName": "NVIDIA H100 80GB HBM3"}, {"memory": "81559Mi"}
+        "gpu.nvidia.com",
+        {"productName": "NVIDIA H100 80GB HBM3", "cudaDriverVersion": "12.8.0"},
+        {"memory": "81559Mi"},
     )
     assert nvidia == {
         "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
         "nvidia.com/gpu.memory": "81559",
+        "nvidia.com/cuda.runtime-version.major": "12",
+        "nvidia.com/cuda.runtime-version.minor": "8",
     }
+    assert cuda_from_labels(nvidia) == "12.8"  # the pool's CUDA version, as GFD's labels give it
     amd = catalog.dra_labels(
         "gpu.amd.com",
         {"productName": "AMD_Instinct_MI300X_OAM", "deviceID": "0x74A1"},

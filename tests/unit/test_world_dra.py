@@ -73,6 +73,7 @@ def test_a_dra_pool_counts_slices_as_devices_and_claims_as_used() -> None:
     state = w.pool_state("h200-dra")
     assert state.accelerator.model == "H200-SXM-141GB"  # from the devices' productName
     assert state.accelerator.resource_name == "gpu.nvidia.com/devices"
+    assert state.software == {"cuda": "12.8"}  # the devices' cudaDriverVersion
     assert {n.name: (n.allocatable, n.free) for n in state.nodes} == {
         "h200-dra-0": (8, 8),
         "h200-dra-1": (8, 5),
