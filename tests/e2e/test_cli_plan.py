@@ -103,6 +103,15 @@ def test_plan_of_a_workload_that_fits_now(ns: Kubectl, tmp_path: Path) -> None:
     assert from_stdin.returncode == 0 and yaml.safe_load(from_stdin.stdout)["wouldPlace"]
 
 
+def test_plan_counts_a_dra_pools_devices_as_the_operator_does(ns: Kubectl, tmp_path: Path) -> None:
+    """The what-if reads the DRA drivers' ResourceSlices and the claims as the operator's
+    caches do: a workload only h200-dra has the memory for would be placed there."""
+    body = yaml.safe_load((REPO / "examples" / "workloads" / "long-context.yaml").read_text())
+    result = tessera(ns, "plan", "-f", manifest(tmp_path, ns, body))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith(f"{ns.ns}/long-context: would be placed now on h200-dra")
+
+
 def test_plan_of_a_workload_that_would_wait(ns: Kubectl, tmp_path: Path) -> None:
     path = manifest(tmp_path, ns, gang())
     result = tessera(ns, "plan", "-f", path)

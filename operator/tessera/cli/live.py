@@ -7,15 +7,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import yaml
 
-from tessera import api
+from tessera import catalog
+from tessera.controller.informers import sources
 from tessera.errors import ApiError, ClusterUnreachable, NotFound, TesseraError
 from tessera.k8s import Kube
-from tessera.world.facts import namespace_facts, node_facts, object_facts, pod_facts
+from tessera.world.facts import ObjectFacts
 from tessera.world.snapshot import World
 
 # Exit codes every command shares: 0 done, 1 a negative answer (not found, would wait),
@@ -38,36 +39,56 @@ def connect(args: argparse.Namespace) -> Kube:
         raise Failed(str(err)) from err
 
 
-def _items(kube: Kube, path: str) -> list[dict[str, Any]]:
+def _items(kube: Kube, path: str, optional: bool = False) -> list[dict[str, Any]]:
     try:
         items: list[dict[str, Any]] = kube.request("GET", path).get("items") or []
+    except NotFound:
+        if optional:
+            return []
+        raise Failed(f"{path} is not served: are Tessera's CRDs installed?") from None
     except (ClusterUnreachable, ApiError) as err:
         raise Failed(str(err)) from err
     return items
 
 
 def world(kube: Kube) -> World:
-    """The fleet as the operator sees it now: nodes, pods, pools, workloads, namespaces and
-    quotas, each read with one LIST (the kinds the operator watches, tessera.watched).
-    Read-only. A cluster whose CRDs predate AcceleratorQuota has no quotas."""
-    base = f"/apis/{api.GROUP}/{api.VERSION}"
-    pods = _items(kube, "/api/v1/pods")  # every pod: others' hold devices too
-    try:
-        quotas = kube.request("GET", f"{base}/acceleratorquotas").get("items") or []
-    except NotFound:
-        quotas = []
-    except (ClusterUnreachable, ApiError) as err:
-        raise Failed(str(err)) from err
-    return World(
-        quotas={q.name: q for q in map(object_facts, quotas)},
-        nodes={n.name: n for n in map(node_facts, _items(kube, "/api/v1/nodes"))},
-        pods=[pod_facts(p) for p in pods],
-        pools={p.name: p for p in map(object_facts, _items(kube, f"{base}/acceleratorpools"))},
-        workloads={w.key: w for w in map(object_facts, _items(kube, f"{base}/workloads"))},
-        namespaces={
-            n["metadata"]["name"]: namespace_facts(n) for n in _items(kube, "/api/v1/namespaces")
-        },
-    )
+    """The fleet as the operator sees it now: every kind its caches watch
+    (tessera.watched), each read with one LIST and folded into facts by the same code
+    (tessera.controller.informers.sources), DRA slices and claims included. Read-only. A
+    cluster without DRA, or whose CRDs predate AcceleratorQuota, has none of those. Units
+    are counted against the reference the pools' status shows the operator uses."""
+    copied: dict[str, Any] = {}
+    for field, found in sources().items():
+        merged: dict[Any, Any] = {}
+        for source in found:
+            optional = source.optional or source.kind == "acceleratorquotas"
+            for body in _items(kube, source.path, optional):
+                facts = source.facts(body)
+                if facts is not None:
+                    merged[source.key(body)] = facts
+        copied[field] = list(merged.values()) if field == "pods" else merged
+    return World(**copied, unit_reference=unit_reference(copied["pools"].values()))
+
+
+def unit_reference(pools: Iterable[ObjectFacts]) -> str:
+    """The catalog model the operator counts normalised units against (`tessera run
+    --unit-reference`), read back from the pools' status: the model under which every pool
+    of a catalog model, with the catalog's figures, has the units per device its status
+    shows (the default when no pool says, or none fits)."""
+    shown = []
+    for pool in pools:
+        resolved = pool.status.get("accelerator") or {}
+        entry = catalog.get(str(resolved.get("model", "")))
+        own = pool.spec.get("accelerator") or {}
+        units = resolved.get("unitsPerDevice")
+        if entry and units and not (own.get("unitsPerDevice") or own.get("peakTFLOPS")):
+            shown.append((catalog.dense_tflops(entry.peak_tflops), float(units)))
+    for reference in [catalog.REFERENCE_MODEL, *catalog.model_names()]:
+        entry = catalog.get(reference)
+        base = catalog.dense_tflops(entry.peak_tflops) if entry else 0.0
+        if shown and base and all(abs(round(t / base, 4) - u) < 1e-3 for t, u in shown):
+            return reference
+    return catalog.REFERENCE_MODEL
 
 
 def add_output(parser: argparse.ArgumentParser) -> None:
