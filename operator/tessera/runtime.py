@@ -11,7 +11,8 @@ from typing import Any
 
 import pydantic_core
 
-from tessera import api, catalog, rendezvous
+from tessera import api, rendezvous
+from tessera.dra import DRA_DISCOVERY
 
 MAX_NAME = 63
 
@@ -64,7 +65,7 @@ def claim_template(
     if "productName" in attributes:
         product = json.dumps(attributes["productName"])
         selectors.append(f'device.attributes["{driver}"].productName == {product}')
-    if need.min_memory_gib and "memory" in catalog.DRA_DISCOVERY.get(driver, {}):
+    if need.min_memory_gib and "memory" in DRA_DISCOVERY.get(driver, {}):
         gib = f"{need.min_memory_gib:g}Gi"
         selectors.append(f'device.capacity["{driver}"].memory.compareTo(quantity("{gib}")) >= 0')
     exactly: dict[str, Any] = {

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from tessera import api, catalog
-from tessera.dra import slice_facts
+from tessera.dra import dra_labels, dra_resource, slice_facts
 
 # Device-plugin resources that mark a node as an accelerator node (allocatable > 0), beyond
 # the catalog's own resourceName values.
@@ -71,7 +71,7 @@ class Node:
     devices: Mapping[str, int]  # accelerator resource -> allocatable count (> 0)
     taints: tuple[tuple[str, str], ...]  # (key, effect), NoSchedule and NoExecute only
     # Devices DRA drivers publish for it: driver -> count, and what their attributes say as
-    # the labels discovery reads (tessera.catalog.dra_labels).
+    # the labels discovery reads (tessera.dra.dra_labels).
     dra: Mapping[str, int] = field(default_factory=dict)
     dra_labels: Mapping[str, str] = field(default_factory=dict)
 
@@ -281,7 +281,7 @@ def suggest(
         held = dra.setdefault(facts.node, {})
         held[facts.driver] = held.get(facts.driver, 0) + facts.devices
         labels.setdefault(facts.node, {}).update(
-            catalog.dra_labels(facts.driver, facts.attributes, facts.capacity)
+            dra_labels(facts.driver, facts.attributes, facts.capacity)
         )
     nodes = [node_from_body(b) for b in bodies]
     nodes = [replace(n, dra=dra.get(n.name, {}), dra_labels=labels.get(n.name, {})) for n in nodes]
@@ -430,7 +430,7 @@ def _pool(
     through the DeviceClass of the same name (NVIDIA's and AMD's drivers install one)."""
     entry = catalog.get(model)
     assert entry is not None
-    resource = catalog.dra_resource(driver) if driver else entry.resource_name
+    resource = dra_resource(driver) if driver else entry.resource_name
     selector, notes = _choose(members, everyone, model, split)
     # The vendor's taint is the same whoever serves the devices: its key is the resource's.
     tolerations = _tolerations(members, {resource, entry.resource_name})

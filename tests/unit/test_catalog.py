@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tessera import api, catalog
+from tessera.dra import dra_labels
 from tessera.placement.snapshot import cuda_from_labels
 
 REQUIRED = [
@@ -167,7 +168,7 @@ def test_discovery_resolves_every_group_of_the_simulated_fleet() -> None:
             dra = g["dra"]
             capacity = {k: str(v["value"]) for k, v in dra.get("capacity", {}).items()}
             attributes = {k: str(next(iter(v.values()))) for k, v in dra["attributes"].items()}
-            devices = catalog.dra_labels(dra["driver"], attributes, capacity)
+            devices = dra_labels(dra["driver"], attributes, capacity)
             assert found.model == by_devices[g["name"]], g["name"]
             assert catalog.discover(devices).model == by_devices[g["name"]]
         elif not any("/" in k and k.split("/")[0] in ACCELERATOR_DOMAINS for k in g["capacity"]):
@@ -176,7 +177,7 @@ def test_discovery_resolves_every_group_of_the_simulated_fleet() -> None:
 
 def test_each_drivers_device_attributes_read_as_its_labellers_labels() -> None:
     """What the NVIDIA, AMD, Intel Gaudi and TPU drivers publish, spelled as each does."""
-    nvidia = catalog.dra_labels(
+    nvidia = dra_labels(
         "gpu.nvidia.com",
         {"productName": "NVIDIA H100 80GB HBM3", "cudaDriverVersion": "12.8.0"},
         {"memory": "81559Mi"},
@@ -188,7 +189,7 @@ def test_each_drivers_device_attributes_read_as_its_labellers_labels() -> None:
         "nvidia.com/cuda.runtime-version.minor": "8",
     }
     assert cuda_from_labels(nvidia) == "12.8"  # the pool's CUDA version, as GFD's labels give it
-    amd = catalog.dra_labels(
+    amd = dra_labels(
         "gpu.amd.com",
         {"productName": "AMD_Instinct_MI300X_OAM", "deviceID": "0x74A1"},
         {"memory": "196592Mi", "computeUnits": "304"},
@@ -202,7 +203,7 @@ def test_each_drivers_device_attributes_read_as_its_labellers_labels() -> None:
     # A compute partition (CPX: 8 per MI300X) is no MI300X: a model of its own, unknown to
     # the catalog, with the partition's memory; SPX is the whole GPU.
     whole, cpx = (
-        catalog.dra_labels(
+        dra_labels(
             "gpu.amd.com",
             {"productName": "AMD_Instinct_MI300X_OAM", "deviceID": "0x74a1", "partitionProfile": p},
             {"memory": "24Gi"},
@@ -217,11 +218,11 @@ def test_each_drivers_device_attributes_read_as_its_labellers_labels() -> None:
     assert catalog.discover(cpx).status == "unknown"
     assert catalog.labelled_memory_gib({"n": cpx}) == 24
     for sku in ("Gaudi2", "Gaudi3"):
-        gaudi = catalog.dra_labels("gaudi.intel.com", {"model": sku, "pciRoot": "00"}, {})
+        gaudi = dra_labels("gaudi.intel.com", {"model": sku, "pciRoot": "00"}, {})
         assert catalog.discover(gaudi).model == sku
-    tpu = catalog.dra_labels("tpu.google.com", {"accelerator": "tpu-v5-lite-podslice"}, {})
+    tpu = dra_labels("tpu.google.com", {"accelerator": "tpu-v5-lite-podslice"}, {})
     assert catalog.discover(tpu).model == "TPU-v5e"
-    assert catalog.dra_labels("example.com", {"model": "X"}, {}) == {}
+    assert dra_labels("example.com", {"model": "X"}, {}) == {}
 
 
 def test_unknown_label_value_is_a_result_naming_the_label() -> None:

@@ -2,7 +2,7 @@
 node's devices are the ResourceSlices its driver publishes for it (no node reports them as
 allocatable), the ones in use are those allocated in ResourceClaims. Both are folded into
 the same per-node figures device-plugin resources have, under the pool's resource name
-(tessera.catalog.dra_resource), so placement, pool status and fallback need nothing of
+(tessera.dra.dra_resource), so placement, pool status and fallback need nothing of
 their own. Pure."""
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tessera.catalog import dra_labels, dra_resource
-from tessera.dra import ClaimFacts, SliceFacts
+from tessera.dra import ClaimFacts, SliceFacts, dra_labels, dra_resource
 from tessera.world.facts import NodeFacts
 
 
