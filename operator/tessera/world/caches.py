@@ -107,7 +107,7 @@ class WorldCache:
     pools_key: tuple[tuple[str, Mapping[str, Any], Any], ...] = ()  # (name, spec, created)
     owners: dict[str, tuple[NodeFacts, list[str]]] = field(default_factory=dict)
     # Per node: the pool that counts it, kept across changes of the pools: of two pools that
-    # select a node, the one that counted it first keeps it (World._membership).
+    # select a node, the one that counted it first keeps it (tessera.world.membership).
     claims: dict[str, str] = field(default_factory=dict)
     base: dict[str, tuple[Any, tuple[NodeFacts, ...], PoolState]] = field(default_factory=dict)
     # Per workload: its status's placement, parsed once per status.

@@ -9,7 +9,6 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import InitVar, dataclass, field
 from datetime import datetime
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -28,10 +27,9 @@ from tessera.world.facts import (
     Placed,
     PodFacts,
     placed_of,
-    unfit_reason,
-    untolerated,
     validation_message,
 )
+from tessera.world.membership import membership, unfit_nodes
 
 # Every NodeState sets every field: one set of their names serves them all, where each
 # instance would otherwise carry its own (about 700 bytes a node, 3.5 MB at 5,000 nodes).
@@ -75,11 +73,6 @@ def _free(
     return max(0, have - taken)
 
 
-def pool_tolerations(spec: api.AcceleratorPoolSpec) -> list[dict[str, Any]]:
-    """A pool's tolerations as core/v1 dicts (as copied onto its pods)."""
-    return [t.model_dump(by_alias=True, exclude_none=True) for t in spec.tolerations]
-
-
 def _evicted_from(facts: ObjectFacts) -> str | None:
     """The pool a workload was preempted from, while it is not placed again (status.preempted
     is cleared by the next placement)."""
@@ -107,8 +100,8 @@ def _promised(
 @dataclass
 class PoolLayout:
     """The pools of one moment: each spec parsed (or why it is not; a pool being deleted is
-    draining), the nodes each selects (a node two pools select counts for one: World.
-    _membership; the other reports the overlap), the nodes that take no new pods,
+    draining), the nodes each selects (a node two pools select counts for one:
+    tessera.world.membership; the other reports the overlap), the nodes that take no new pods,
     the accelerator each resolves to (without nodes), and which were resolved anew."""
 
     specs: dict[str, api.AcceleratorPoolSpec] = field(default_factory=dict)
@@ -169,8 +162,13 @@ class World:
             if facts.deleting:
                 spec = spec.model_copy(update={"draining": True})
             layout.specs[name] = spec
-        layout.members, layout.overlaps = self._membership()
-        layout.unfit, layout.gated = self._unfit()
+        layout.members, layout.overlaps = membership(
+            self.pools, layout.specs, self.nodes, self.cache
+        )
+        layout.unfit, layout.gated = unfit_nodes(
+            layout.members, layout.specs, self.nodes, self.cache
+        )
+        self.nodes_epoch = self.cache.nodes_epoch
         try:
             pods_changed = self.cache.index.update(pods)
         except Exception:
@@ -308,90 +306,6 @@ class World:
             own = self.pods_by_workload.get(key) or ()
             stale += [p for p in own if p.pool == evicted and not p.deleting and not p.terminal]
         return stale
-
-    def _membership(self) -> tuple[dict[str, list[str]], dict[str, dict[str, str]]]:
-        """Nodes of each pool. A node two pools select stays with the pool that counted it
-        first (this process remembers: WorldCache.claims), else goes to the older pool (then
-        by name); the other pool reports the overlap. Devices are never counted twice, and a
-        pool created (or deleted) beside another never takes a node with pods on it."""
-        members: dict[str, list[str]] = {name: [] for name in self.pool_specs}
-        overlaps: dict[str, dict[str, str]] = {name: {} for name in self.pool_specs}
-        # Membership follows the pools' specs (their selectors), never their status.
-        pools_key = tuple(
-            (name, facts.spec, facts.created) for name, facts in sorted(self.pools.items())
-        )
-        if self.cache.pools_key != pools_key:
-            self.cache.pools_key, self.cache.owners, self.cache.base = pools_key, {}, {}
-        nodes = by_id(self.nodes)
-        known, same = self.cache.membership
-        if same is not None and same[0] is self.cache.pools_key and nodes == known:
-            return same[1], same[2]  # the same pools over the same nodes (objects)
-        cached = self.cache.owners
-        self.cache.owners = {}
-        # Older pools first: without a remembered claim, the oldest selector keeps a node.
-        by_age = sorted(self.pool_specs, key=lambda name: (self.pools[name].created, name))
-        # The selectors read a few label keys; nodes alike in those have the same owners, so
-        # each pool's selector runs once per kind of node, not once per node (a cold start
-        # over 5,000 nodes spent 0.4 s of its first cycle, under cProfile, matching 20 selectors
-        # on each).
-        read = sorted({k for s in self.pool_specs.values() for k in s.node_selector.label_keys()})
-        by_labels: dict[tuple[str | None, ...], list[str]] = {}
-        claims = self.cache.claims
-        for node in sorted(self.nodes.values(), key=lambda n: n.name):
-            hit = cached.get(node.name)
-            if hit is not None and hit[0] == node:
-                owners = hit[1]
-            else:
-                alike = tuple(node.labels.get(k) for k in read)
-                if alike not in by_labels:
-                    by_labels[alike] = [
-                        name
-                        for name in by_age
-                        if not (spec := self.pool_specs[name]).node_selector.is_empty()
-                        and spec.node_selector.matches(node.labels)
-                    ]
-                owners = by_labels[alike]
-                claim = claims.get(node.name)
-                if claim in owners and owners[0] != claim:
-                    owners = [claim, *(o for o in owners if o != claim)]
-            self.cache.owners[node.name] = (node, owners)
-            if owners:
-                members[owners[0]].append(node.name)
-                claims[node.name] = owners[0]
-            else:
-                claims.pop(node.name, None)
-            for other in owners[1:]:
-                overlaps[other][node.name] = owners[0]
-        for name in claims.keys() - self.nodes.keys():
-            del claims[name]
-        self.cache.membership = (nodes, (self.cache.pools_key, members, overlaps))
-        return members, overlaps
-
-    def _unfit(self) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, tuple[Taint, ...]]]]:
-        """Each pool's nodes that take no new pods, with why, and those of them unfit only
-        for taints, with the taints (kept with the membership: recomputed only when a node
-        or a pool changed)."""
-        known = self.cache.unfit
-        if known is not None and known[0] is self.cache.membership[1]:
-            self.nodes_epoch = self.cache.nodes_epoch
-            return known[1], known[2]
-        unfit: dict[str, dict[str, str]] = {}
-        gated: dict[str, dict[str, tuple[Taint, ...]]] = {}
-        for name, nodes in self.layout.members.items():
-            tolerations = pool_tolerations(self.pool_specs[name])
-            reasons = {n: why for n in nodes if (why := unfit_reason(self.nodes[n], tolerations))}
-            unfit[name] = reasons
-            gated[name] = {
-                n: untolerated(self.nodes[n], tolerations)
-                for n in reasons
-                if reasons[n].startswith("Tainted")
-            }
-        self.cache.unfit = (self.cache.membership[1], unfit, gated)
-        epoch = (frozenset(self.nodes), frozenset(n for d in unfit.values() for n in d))
-        if epoch != self.cache.nodes_epoch:
-            self.cache.nodes_epoch = epoch  # else the same object: compared by identity
-        self.nodes_epoch = self.cache.nodes_epoch
-        return unfit, gated
 
     def capacity(self, pool: str) -> tuple[int, int]:
         """A pool's nodes that take new pods, and the devices free on them now."""
