@@ -9,7 +9,7 @@ from typing import Any
 
 from tessera import api, placement
 from tessera.controller.ledger import Ledger
-from tessera.controller.repairs import lost_replicas
+from tessera.controller.repairs import NO_NODE, lost_replicas
 from tessera.world import exclusions
 from tessera.world.caches import WorldCache
 from tessera.world.facts import (
@@ -20,6 +20,7 @@ from tessera.world.facts import (
     namespace_facts,
     node_facts,
     object_facts,
+    pod_facts,
     tolerates,
     unfit_reason,
 )
@@ -322,3 +323,56 @@ def test_a_service_no_longer_waits_to_leave_a_pool_that_drains_no_more() -> None
     assert settled_message(waiting, "p", draining=True) is None, "still draining: still true"
     assert settled_message(waiting, "p", draining=False) == placed["message"]
     assert settled_message({"message": "2/2 replicas ready on p"}, "p", draining=False) is None
+
+
+def gang_pod(replica: int, spec: dict[str, Any], phase: str) -> PodFacts:
+    """A pod of the 4-replica `gang` on pool p, as the API server returns it."""
+    labels = {api.WORKLOAD_LABEL: "gang", api.POOL_LABEL: "p", api.REPLICA_LABEL: str(replica)}
+    owner = {"kind": "Workload", "apiVersion": api.API_VERSION, "uid": "u-gang"}
+    container = {"name": "m", "resources": {"requests": {"example.com/dev": "8"}}}
+    meta = {"name": f"gang-p-{replica}", "namespace": "ml", "uid": f"g{replica}"}
+    return pod_facts(
+        {
+            "metadata": {**meta, "labels": labels, "ownerReferences": [owner]},
+            "spec": {**spec, "containers": [container]},
+            "status": {"phase": phase},
+        }
+    )
+
+
+def test_a_gang_read_back_from_its_pods_knows_their_pins_and_loses_the_missing() -> None:
+    """The operator killed in a burst, between a gang's pods (status not yet written): the
+    restarted one reads the placement from the pods, their nodes from the pins of those not
+    yet bound, reserves those devices, and places the replicas it never made like lost ones
+    (a pod made without a node could take one another placement holds)."""
+    gang = object_facts(
+        {
+            "metadata": {"name": "gang", "namespace": "ml", "uid": "u-gang", "generation": 1},
+            "spec": {
+                "replicas": 4,
+                "accelerator": {"count": 8},
+                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "m"}]}},
+            },
+            "status": {},
+        }
+    )
+    spec = api.WorkloadSpec.model_validate(gang.spec)
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+                ]
+            }
+        }
+    }
+    bound = gang_pod(0, {"nodeName": "n0"}, "Running")
+    pinned = gang_pod(1, {"affinity": affinity}, "Pending")
+    assert (bound.pinned, pinned.pinned) == ("", "n1")
+    nodes = [node(f"n{i}") for i in range(4)]
+    w = world(nodes, [pool("p")], [gang], [bound, pinned])
+    placed = w.placement_of("ml/gang")
+    assert placed is not None and placed.assignments == {0: "n0", 1: "n1"}
+    assert w.free("n1", "example.com/dev") == 0  # the pinned pod's devices are promised
+    lost, doomed = lost_replicas(w, placed, spec, {0: bound, 1: pinned})
+    assert lost == {2: NO_NODE, 3: NO_NODE} and doomed == []

@@ -30,6 +30,11 @@ REPAIR_PRIORITY_BOOST = 1
 MOVES_LISTED = 4
 
 
+# Why a replica is placed again when the operator stopped before creating its pod and no
+# status recorded its node.
+NO_NODE = "no node recorded and no pod made before the operator restarted"
+
+
 def lost_replicas(
     world: World, placed: Placed, spec: api.WorkloadSpec, current: Mapping[int, PodFacts]
 ) -> tuple[dict[int, str], list[PodFacts]]:
@@ -50,6 +55,11 @@ def lost_replicas(
         if node is None:
             if spec.is_service and placed.assignments and replica not in current:
                 lost[replica] = f"{SCALED_UP} {spec.replicas}"  # placed by the repairs too
+            elif placed.assignments and replica not in current:
+                # Read back from the pods after a restart, the operator stopped before it
+                # made them all: a pod made now would have no node, and could take one
+                # another placement holds. Placed on the pool like a lost replica.
+                lost[replica] = NO_NODE
             continue
         if node not in world.nodes:
             why = f"node {node} was deleted"
@@ -178,7 +188,8 @@ def record_repair(
     where = f"{placed.pool} ({', '.join(moved)})"
     message = f"{text}: placed on {where}" if scaling else f"{text}: placed again on {where}"
     try:
-        writes.status(facts, {"assignments": assignments, "message": message})
+        # The pool too: a placement read back from its pods after a restart has none there.
+        writes.status(facts, {"pool": placed.pool, "assignments": assignments, "message": message})
     except (Conflict, NotFound):
         return  # read again next cycle
     ledger.assume(facts, Placed(placed.pool, nodes, placed.placed_at, placed.ends_at))

@@ -160,6 +160,8 @@ class PodFacts:
     generation: int | None = None  # the Workload generation it was built from, if it says
     template_hash: str | None = None  # runtime.template_hash of the spec it was made from
     failure: str = ""  # why a Failed pod failed, in words (its container's exit)
+    # The node a Tessera pod is pinned to (runtime.build_pod's matchFields), while unbound.
+    pinned: str = ""
     # namespace/name, and namespace/workload: built once here, not in every cycle's World.
     key: str = field(init=False, repr=False, compare=False)
     workload_key: str | None = field(init=False, repr=False, compare=False)
@@ -249,6 +251,21 @@ def node_facts(body: Mapping[str, Any]) -> NodeFacts:
     )
 
 
+def pinned_node(spec: Mapping[str, Any]) -> str:
+    """The one node a pod's required node affinity names by `metadata.name` (Tessera's pin:
+    the scheduler binds it nowhere else), or ""."""
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    for term in required.get("nodeSelectorTerms") or []:
+        for field_ in term.get("matchFields") or []:
+            values = field_.get("values") or []
+            by_name = field_.get("key") == "metadata.name" and field_.get("operator") == "In"
+            if by_name and len(values) == 1:
+                return str(values[0])
+    return ""
+
+
 def pod_facts(body: Mapping[str, Any]) -> PodFacts:
     meta, spec, status = body.get("metadata", {}), body.get("spec", {}), body.get("status", {})
     requests: dict[str, int] = defaultdict(int)
@@ -284,7 +301,7 @@ def pod_facts(body: Mapping[str, Any]) -> PodFacts:
         namespace=meta.get("namespace", ""),
         name=meta["name"],
         uid=meta.get("uid", ""),
-        node=spec.get("nodeName") or "",
+        node=(node := spec.get("nodeName") or ""),
         phase=phase,
         deleting=bool(meta.get("deletionTimestamp")),
         ready=ready,
@@ -298,6 +315,7 @@ def pod_facts(body: Mapping[str, Any]) -> PodFacts:
         generation=int(built) if built and built.isdigit() else None,
         template_hash=intern(h) if (h := annotations.get(api.TEMPLATE_HASH_ANNOTATION)) else None,
         failure=failure_reason(status) if phase == "Failed" else "",
+        pinned="" if node or api.WORKLOAD_LABEL not in labels else pinned_node(spec),
     )
 
 

@@ -281,8 +281,11 @@ class World:
             return None
         counts = Counter(p.pool or "" for p in pods)
         pool = min(counts, key=lambda name: (-counts[name], name))  # most pods, then by name
+        # Bound or only pinned (a gang's pods in a burst wait for all of them to exist).
         nodes = {
-            p.replica: p.node for p in pods if p.pool == pool and p.node and p.replica is not None
+            p.replica: p.node or p.pinned
+            for p in pods
+            if p.pool == pool and (p.node or p.pinned) and p.replica is not None
         }
         return Placed(pool, nodes, None)
 
