@@ -58,12 +58,25 @@ def shadow_prices(
     queued = [True] * len(demands)
     budget = max_steps if max_steps is not None else 50 * len(demands) + 1000
 
+    items = [tuple(d.values.items()) for d in demands]
+    changed = 0  # price rises so far, of every pool
+    # runner_up(i, pool) with the price rises of the other pools when it was found: it
+    # reads no other price, so it holds while no other pool's price has risen since
+    seen: dict[tuple[int, str], tuple[int, float]] = {}
+
     def net(i: int, pool: str) -> float:
         d = demands[i]
         return d.values[pool] - d.size * price[pool]
 
     def runner_up(i: int, pool: str) -> float:
-        return max((net(i, q) for q in demands[i].values if q != pool), default=0.0)
+        others = changed - raises[pool]
+        known = seen.get((i, pool))
+        if known is not None and known[0] == others:
+            return known[1]
+        size = demands[i].size
+        best = max([v - size * price[q] for q, v in items[i] if q != pool], default=0.0)
+        seen[i, pool] = (others, best)
+        return best
 
     while queue and budget > 0:
         budget -= 1
@@ -106,6 +119,7 @@ def shadow_prices(
                 queued[h] = True
         price[target] += max(threshold, 0.0) + epsilon
         raises[target] += 1
+        changed += 1
     shares: list[dict[str, int]] = [{} for _ in demands]
     for pool, held in holders.items():
         for i, k in held.items():

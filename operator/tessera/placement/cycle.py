@@ -12,9 +12,11 @@ from types import MappingProxyType
 from tessera.placement import explain
 from tessera.placement.contention import Demand, shadow_prices
 from tessera.placement.decision import Decision
-from tessera.placement.feasibility import capacity_reason, selection_reasons, static_reasons
+from tessera.placement.feasibility import capacity_reason, static_reasons
 from tessera.placement.fit import NodeFit
-from tessera.placement.scoring import Scored, score, weights_for
+from tessera.placement.kinds import signature as _signature
+from tessera.placement.kinds import static as _static
+from tessera.placement.scoring import Scored
 from tessera.placement.sharing import Gang, Sharing, fair_order, protected, victims
 from tessera.placement.snapshot import PendingWorkload, PoolView, Snapshot
 from tessera.placement.state import Pass, PoolWork, Row, Scan, Static
@@ -33,81 +35,8 @@ _NO_NOTES: Mapping[str, str] = MappingProxyType({})
 PREEMPTION_TRIES = 32
 
 
-def _signature(w: PendingWorkload, closed: tuple[str, ...]) -> tuple[object, ...]:
-    """What decides a workload's feasibility and scores: workloads alike share one static
-    evaluation per cycle. `closed` are the pools (sorted: the signature's repr orders the
-    auction, so it must not depend on set order) whose namespace rule shuts its namespace
-    out, so namespaces that no rule tells apart share too."""
-    need, spec = w.spec.accelerator, w.spec
-    weights = spec.weights
-    return (
-        closed,
-        tuple(sorted(w.excluded_pools.items())),
-        spec.replicas,
-        spec.objective,
-        (weights.performance, weights.cost, weights.energy) if weights else None,
-        need.count,
-        need.min_memory_gib,
-        need.precision,
-        need.profile,
-        tuple(need.vendors),
-        tuple(need.models),
-        tuple(need.exclude_models),
-        tuple(need.pools),
-        tuple(need.features),
-        tuple(sorted(need.software.items())),
-        tuple(sorted(need.throughput.items())),
-        _tolerations_key(w),
-    )
-
-
-def _tolerations_key(w: PendingWorkload) -> tuple[object, ...]:
-    """The template's tolerations, comparable: they decide which tainted nodes it may use."""
-    tolerations = w.tolerations
-    if not tolerations:
-        return ()
-    return tuple(sorted(tuple(sorted((k, str(v)) for k, v in t.items())) for t in tolerations))
-
-
 def _order_key(w: PendingWorkload) -> tuple[int, datetime, str, str]:
     return (-w.spec.priority, w.created_at, w.namespace, w.name)
-
-
-def _static(w: PendingWorkload, pools: Sequence[PoolWork], ns_labels: Mapping[str, str]) -> Static:
-    """The near misses are the infeasible pools the workload's own selection lets through
-    (a pool short of memory or fp8 says something); pools it chose away are listed only
-    when no pool passes that selection. "vendor amd is not allowed" for every AMD pool
-    would say nothing the spec does not, and make every status write larger."""
-    feasible: list[PoolView] = []
-    near: list[tuple[int, str, PoolView]] = []
-    away: list[tuple[int, str, PoolView]] = []
-    for p in pools:
-        reasons = static_reasons(w, p.view, ns_labels)
-        if not reasons:
-            feasible.append(p.view)
-        else:
-            chosen_away = bool(selection_reasons(w, p.view))
-            (away if chosen_away else near).append((len(reasons), p.view.name, p.view))
-    scored = score(w.spec, feasible)
-    misses = sorted(near if feasible or near else away, key=lambda t: (t[0], t[1]))
-    best = max((s.throughput for s in scored), default=0.0)
-    shape = (w.spec.replicas, w.spec.accelerator.count)
-    wp, wc, we = weights_for(w.spec)
-    cost_only = wc > 0 and wp == 0 and we == 0
-    ruled_out = tuple(view for _, _, view in misses)
-    gated = [p.view for p in pools if p.view.gated]
-    tolerations = w.tolerations if gated else ()
-    unlocked = {view.name: u for view in gated if (u := view.unlocked(tolerations))}
-    return Static(
-        scored,
-        ruled_out,
-        len(near) + len(away),
-        len(away),
-        best,
-        shape,
-        cost_only,
-        unlocked=unlocked,
-    )
 
 
 def _pools(snapshot: Snapshot, now: datetime) -> list[PoolWork]:
@@ -427,7 +356,7 @@ def _decide(
             rows.append(row)
         shown = scan.rows = tuple(rows)
     ruled_out = st.nearest_misses(None if state.shown is None else state.shown - len(shown))
-    omitted = len(ranked) - len(shown) + len(st.ruled_out) - len(ruled_out)
+    omitted = len(ranked) - len(shown) + len(st.misses) - len(ruled_out)
     late_shown: tuple[str | float, ...] = ()
     if late is not None:
         for i, row in enumerate(shown):

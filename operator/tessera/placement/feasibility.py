@@ -127,6 +127,50 @@ def static_reasons(
     return reasons
 
 
+def feasible(
+    workload: PendingWorkload, pool: PoolView, namespace_labels: Mapping[str, str]
+) -> bool:
+    """Whether static_reasons finds no reason, without writing any: the cycle's hot loop
+    asks it of every pool for every kind of workload, and writes the reasons of the pools
+    it rules out only. The same tests, in the same terms, as static_reasons."""
+    need = workload.spec.accelerator
+    if pool.name in workload.excluded_pools or pool.problems or pool.draining:
+        return False
+    if need.pools and pool.name not in need.pools:
+        return False
+    if need.vendors and pool.vendor not in need.vendors:
+        return False
+    if need.models and pool.model not in need.models:
+        return False
+    if pool.model in need.exclude_models:
+        return False
+    if need.min_memory_gib is not None and pool.memory_gib < need.min_memory_gib:
+        return False
+    if need.precision not in pool.tflops:
+        return False
+    for f in need.features:
+        if f not in pool.features:
+            return False
+    for key, constraint in need.software.items():
+        have = pool.software.get(key)
+        if (pool.stack == key) if have is None else not satisfies(have, constraint):
+            return False
+    allocatable = pool.ready_allocatable
+    unlocked = pool.unlocked(workload.tolerations) if pool.gated else None
+    if not allocatable and not unlocked:
+        return False
+    count = need.count
+    capacity = pool.pods_capacity(count) if allocatable else 0
+    largest = allocatable[0] if allocatable else 0
+    if unlocked:
+        extra = [pool.gated_allocatable[n] for n in unlocked]
+        largest = max(largest, *extra)
+        capacity += sum(a // count for a in extra)
+    if largest < count or capacity < workload.spec.replicas:
+        return False
+    return pool.allows_namespace(workload.namespace, namespace_labels)
+
+
 def capacity_reason(workload: PendingWorkload, pool: PoolView, fit: NodeFit) -> str | None:
     """Why a feasible pool cannot take the whole gang now, or None when it can."""
     count, replicas = workload.spec.accelerator.count, workload.spec.replicas

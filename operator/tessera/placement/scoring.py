@@ -54,12 +54,34 @@ def throughputs(need: api.AcceleratorNeeds, pools: Sequence[PoolView]) -> list[f
 
 @dataclass(frozen=True, slots=True)
 class Scored:
-    """One feasible pool with its score for one workload."""
+    """One feasible pool with its score for one workload. The breakdown's api model is made
+    when read (an explanation shows a few pools; a cycle scores every feasible one)."""
 
     pool: PoolView
     total: float
-    breakdown: api.ScoreBreakdown
     throughput: float
+    # the normalised terms, unrounded
+    performance: float
+    cost: float
+    energy: float
+
+    @property
+    def breakdown(self) -> api.ScoreBreakdown:
+        return breakdown(self)
+
+
+def breakdown(s: Scored, contention: float = 0.0) -> api.ScoreBreakdown:
+    """The score's terms as the api shows them; with contention when it is not 0."""
+    terms = {
+        "performance": round(s.performance, 4),
+        "cost": round(s.cost, 4),
+        "energy": round(s.energy, 4),
+        "preference": s.pool.preference,
+        "throughput": round(s.throughput, 4),
+    }
+    if contention:
+        terms["contention"] = contention
+    return api.ScoreBreakdown.model_construct(None, **terms)
 
 
 def _relative(values: list[float]) -> list[float]:
@@ -89,13 +111,7 @@ def score(spec: api.WorkloadSpec, pools: Sequence[PoolView]) -> list[Scored]:
     out = []
     for i, p in enumerate(pools):
         weighted = 100.0 * (wp * perf[i] + wc * cost[i] + we * energy[i]) / total_w
-        breakdown = api.ScoreBreakdown.model_construct(
-            performance=round(perf[i], 4),
-            cost=round(cost[i], 4),
-            energy=round(energy[i], 4),
-            preference=p.preference,
-            throughput=round(thr[i], 4),
-        )
-        out.append(Scored(p, round(weighted + p.preference, 4), breakdown, thr[i]))
+        total = round(weighted + p.preference, 4)
+        out.append(Scored(p, total, thr[i], perf[i], cost[i], energy[i]))
     out.sort(key=lambda s: (-s.total, s.pool.name))
     return out

@@ -3,13 +3,13 @@ each pool's free devices and releases as the cycle places. Pure; no clocks or I/
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from tessera import api
 from tessera.placement.explain import MAX_CANDIDATES
 from tessera.placement.fit import NodeFit, earliest_fit
-from tessera.placement.scoring import Scored
+from tessera.placement.scoring import Scored, breakdown
 from tessera.placement.snapshot import PoolView
 
 
@@ -20,7 +20,11 @@ class Ranked:
     scored: Scored
     contention: float  # points: devices x the pool's shadow price x 100
     score: float  # the objective's score less the contention
-    breakdown: api.ScoreBreakdown
+
+    @property
+    def breakdown(self) -> api.ScoreBreakdown:
+        """Made when read: a cycle ranks every feasible pool, an explanation shows a few."""
+        return breakdown(self.scored, self.contention)
 
 
 @dataclass(slots=True)
@@ -69,7 +73,8 @@ class Static:
     """What does not change while the cycle runs, for one kind of workload."""
 
     scored: list[Scored]
-    ruled_out: tuple[PoolView, ...]  # nearest misses first: fewest reasons, then name
+    # the pools ruled out that an explanation lists, in name order (ruled_out: nearest first)
+    misses: tuple[PoolView, ...]
     ruled_out_count: int  # with the pools the workload's selection chose away
     chosen_away: int  # of those, the pools its own pools, vendors or models chose away
     best_throughput: float
@@ -89,9 +94,24 @@ class Static:
     # the explanation's row of each pool shown, by (id(order), index), with the pool's fit
     # and its version when made: reused while that pool is unchanged
     rows: dict[tuple[int, int], tuple[NodeFit, int, Row]] = field(default_factory=dict)
+    # how many reasons rule a pool out, for this kind (feasibility.static_reasons): the
+    # misses are put in order when first listed; most kinds list none (enough pools pass)
+    reasons: Callable[[PoolView], int] | None = None
+    _ruled_out: tuple[PoolView, ...] | None = None
+
+    @property
+    def ruled_out(self) -> tuple[PoolView, ...]:
+        """The misses, nearest first: fewest reasons, then name."""
+        if self._ruled_out is None:
+            count = self.reasons
+            key = (lambda v: (count(v), v.name)) if count else (lambda v: (0, v.name))
+            self._ruled_out = tuple(sorted(self.misses, key=key))
+        return self._ruled_out
 
     def nearest_misses(self, n: int | None) -> tuple[PoolView, ...]:
         """The first n of ruled_out (all of them for None), one tuple per n for the cycle."""
+        if n == 0:
+            return ()
         cut = self.cuts.get(n)
         if cut is None:
             cut = self.cuts[n] = self.ruled_out[:n]
@@ -115,16 +135,14 @@ class Static:
         point, the better objective score first (the marginal workload is indifferent, and
         the oldest should not get the slower pool), then the pool name."""
         key = bool(prices)
+        if key not in self.ranked and not prices:
+            # no contention: each score is the objective's, and `scored` is in this order
+            self.ranked[key] = [Ranked(s, 0.0, s.total) for s in self.scored]
         if key not in self.ranked:
             rows = []
             for s in self.scored:
                 contention = round(100.0 * devices * prices.get(s.pool.name, 0.0), 4)
-                breakdown = (
-                    s.breakdown.model_copy(update={"contention": contention})
-                    if contention
-                    else s.breakdown
-                )
-                rows.append(Ranked(s, contention, round(s.total - contention, 4), breakdown))
+                rows.append(Ranked(s, contention, round(s.total - contention, 4)))
             rows.sort(key=lambda r: (-round(r.score, 2), -r.scored.total, r.scored.pool.name))
             self.ranked[key] = rows
         return self.ranked[key]
