@@ -206,14 +206,19 @@ def grow(snap: Snapshot, data: st.DataObject) -> Snapshot:
     return Snapshot(pools=tuple(grown))
 
 
-def first_change(before: list[Decision], after: list[Decision]) -> tuple[Decision, Decision] | None:
-    """The first workload, in plan order, whose decision (placed or not, and where) differs."""
-    assert [d.name for d in before] == [d.name for d in after]
+def first_change(
+    before: list[Decision], after: list[Decision], pending: list[PendingWorkload]
+) -> tuple[Decision, Decision] | None:
+    """The first workload, in queue order (the plans may decide in different orders), whose
+    decision (placed or not, and where) differs."""
+    b, a = {d.name: d for d in before}, {d.name: d for d in after}
+    assert b.keys() == a.keys() == {w.name for w in pending}
+    queue = sorted(pending, key=lambda w: (-w.spec.priority, w.created_at, w.namespace, w.name))
     return next(
         (
-            (b, a)
-            for b, a in zip(before, after, strict=True)
-            if (b.placed, b.pool) != (a.placed, a.pool)
+            (b[w.name], a[w.name])
+            for w in queue
+            if (b[w.name].placed, b[w.name].pool) != (a[w.name].placed, a[w.name].pool)
         ),
         None,
     )
@@ -231,7 +236,7 @@ def test_adding_capacity_never_by_itself_makes_a_workload_wait(
     queue order decides, as it must. So the literal "no placed workload ever waits" cannot
     hold for a planner that gives each workload the best pool with room; this can."""
     before, after = plan(pending, snap, NOW), plan(pending, grow(snap, data), NOW)
-    change = first_change(before, after)
+    change = first_change(before, after, pending)
     assert change is None or change[1].placed, describe(snap, pending)
 
 
@@ -243,7 +248,7 @@ def test_with_durations_more_capacity_only_trades_a_placement_for_a_sooner_finis
     """With estimated durations a workload may choose to wait for a faster pool that frees
     up soon; extra capacity can make that the better choice, never a forced one."""
     before, after = plan(pending, snap, NOW), plan(pending, grow(snap, data), NOW)
-    change = first_change(before, after)
+    change = first_change(before, after, pending)
     assert change is None or change[1].placed or change[1].waiting_for is not None
 
 

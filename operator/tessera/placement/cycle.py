@@ -1,4 +1,5 @@
-"""The planning cycle: plan(pending, snapshot, now) -> one Decision per workload, in queue order.
+"""The planning cycle: plan(pending, snapshot, now) -> one Decision per workload, in the order
+decided.
 Imports tessera.api and the placement modules only; no clocks, randomness, environment or I/O."""
 
 from __future__ import annotations
@@ -72,15 +73,19 @@ def plan(
     shown: int | None = explain.MAX_CANDIDATES,
 ) -> list[Decision]:
     """Decide placements for the pending workloads over one snapshot, in priority then age
-    order (ties by namespace and name); each placement is folded into the snapshot before the
-    next workload is considered. Returns one decision per workload, in that order.
+    order (ties by namespace and name; with quotas, their fair order); each placement is
+    folded into the snapshot before the next workload is considered. Returns one decision
+    per workload, in the order they were decided.
 
     Who is placed is decided by a pass on the objective's score alone. Where they go is then
     improved: an auction among the workloads so placed prices each pool's free devices (see
     contention), and a second pass takes, for each workload, the pools the auction gave its
     kind first (the objective's best of them to the oldest), then the rest by score less
-    contention. The second pass is kept only if it places exactly the same workloads, so
-    contention moves workloads between pools but never changes who runs.
+    contention. The second pass decides the workloads the first placed, then the others in
+    the room left; it is kept only if it places every workload the first placed (tried
+    once more with those largest first), so contention moves workloads between pools and
+    may fit more of them (packed better), but never takes a place from one the first pass
+    admitted.
 
     Each decision lists `shown` candidates (what a status keeps); None lists every pool
     considered, as `tessera plan` and `tessera explain` show them."""
@@ -113,8 +118,30 @@ def plan(
     prices = _auction(statics, untouched)
     if not any(prices.values()):
         return _preempt(queue, plain, now)
-    priced = _pass(queue, untouched, prices, shown, sharing, plain.order)
-    return _preempt(queue, priced if _placed(priced.decisions) == admitted else plain, now)
+    # The priced pass decides the admitted first, then the rest in the room left (better
+    # packed, it may fit more): no one takes the place of one the first pass admitted. If
+    # contention scattered small ones over the whole nodes a gang needed, once more with
+    # the admitted largest first.
+    admitted_at = [i for i, d in zip(plain.order, plain.decisions, strict=True) if d.placed]
+    rest = [i for i, d in zip(plain.order, plain.decisions, strict=True) if not d.placed]
+    largest = sorted(admitted_at, key=lambda i: _devices(queue[i][0]), reverse=True)
+    shares = {id(st): dict(st.quota) for st in statics.values()}  # the auction's, used up
+    for serial, first in enumerate((admitted_at, largest), start=2):
+        if serial > 2:
+            for st in statics.values():
+                st.quota = dict(shares[id(st)])
+        pools_now = untouched if serial == 2 else _pools(snapshot, now)
+        order = [*first, *rest]
+        priced = _pass(queue, pools_now, prices, shown, sharing, order, serial)
+        if _placed(priced.decisions) >= admitted:
+            return _preempt(queue, priced, now)
+    return _preempt(queue, plain, now)
+
+
+def _devices(w: PendingWorkload) -> tuple[int, int]:
+    """A workload's size for the priced pass's order: devices in all, then per pod."""
+    need = w.spec.accelerator.count
+    return (need * w.spec.replicas, need)
 
 
 def _placed(decisions: list[Decision]) -> set[tuple[str, str]]:
@@ -142,18 +169,22 @@ def _pass(
     shown: int | None,
     sharing: Sharing | None,
     order: Sequence[int] | None = None,
+    serial: int = 1,
 ) -> _Done:
     """Decides the queue in order: with quotas, the fair order (tessera.placement.sharing)
-    unless `order` repeats an earlier pass's."""
+    unless `order` is given. `serial` tells the pass's cached scans from another pass's."""
     state = Pass(
-        serial=2 if prices else 1,
+        serial=serial,
         pools={p.view.name: p for p in pools},
         prices=prices,
         shown=shown,
     )
     if sharing is None:
-        decisions = [_decide(w, st, ns, state, None) for w, st, ns in queue]
-        return _Done(decisions, list(range(len(queue))), state, None)
+        if order is None:
+            decisions = [_decide(w, st, ns, state, None) for w, st, ns in queue]
+            return _Done(decisions, list(range(len(queue))), state, None)
+        decisions = [_decide(*queue[i], state, None) for i in order]
+        return _Done(decisions, list(order), state, None)
     sharing = sharing.fresh()
     items: Iterator[tuple[int, Callable[[], None]]]
     if order is None:
