@@ -1,5 +1,6 @@
-"""The fleet-scale benchmark: Tessera, the bare kube-scheduler and a floor operator on one local
-control plane, phase by phase (a fleet_<phase>.py each, run in order here); no phase imports it."""
+"""The fleet-scale benchmark: Tessera, a floor operator and the bare kube-scheduler on one local
+control plane, phase by phase (a fleet_<phase>.py each, run here and, repeated in rotated order,
+by fleet_rotation.py); no phase imports it."""
 
 from __future__ import annotations
 
@@ -23,33 +24,37 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "hack"))
 
 import cluster as local_cluster  # noqa: E402  (hack/cluster.py)
-import fleet_backlog  # noqa: E402
-import fleet_baseline  # noqa: E402
-import fleet_bursts  # noqa: E402
-import fleet_floor  # noqa: E402
 import fleet_idle  # noqa: E402
 import fleet_report as report  # noqa: E402
-import fleet_restart  # noqa: E402
+import fleet_rotation  # noqa: E402
 import fleet_setup  # noqa: E402
 import fleet_specs as specs  # noqa: E402
+import fleet_targets  # noqa: E402
 import fleet_warmup  # noqa: E402
 from fleet_cleanup import cleanup  # noqa: E402
-from fleet_context import Bench, pods_made, ratio  # noqa: E402
+from fleet_context import Bench  # noqa: E402
 from fleet_kube import BenchError  # noqa: E402
+from tessera.controller.visits import FULL_PASS  # noqa: E402
 
+# The idle window outlasts the operator's longest periodic pass (every Workload visited each
+# FULL_PASS), so a pass that writes or lists when nothing changed shows in it.
+IDLE = 1.5 * FULL_PASS
 SCALES = {
-    "default": {"nodes": 1000, "pools": 8, "workloads": 1000, "idle": 20.0, "warm": 10.0},
-    "large": {"nodes": 5000, "pools": 20, "workloads": 10000, "idle": 30.0, "warm": 20.0},
+    "default": {"nodes": 1000, "pools": 8, "workloads": 1000, "idle": IDLE, "warm": 10.0},
+    "large": {"nodes": 5000, "pools": 20, "workloads": 10000, "idle": IDLE, "warm": 20.0},
     "custom": {"nodes": 16, "pools": 2, "workloads": 12, "idle": 5.0, "warm": 3.0},
 }
+REPEATS = {"default": 5, "large": 5, "custom": 1}  # each fleet figure the median of these
 WARM_UP = 1000  # Workloads in the unmeasured burst that warms the control plane up
 
 
 def run(bench: Bench) -> None:
-    """The set-up, an unmeasured warm-up, six measured bursts and two backlogs, in that
-    order; every phase but the last is cleaned up before the next. Each figure goes into
-    bench.results as soon as it is measured, so a run that fails later still reports what
-    it measured; bench.step names the phase for the report of a failed run."""
+    """The set-up, an unmeasured warm-up, the operator at rest, Tessera alone (the idle
+    window and both SIGKILLs), then the repeats of every side's bursts and backlogs in
+    rotated order (fleet_rotation.py); every phase is cleaned up before the next. Each
+    figure goes into bench.results as soon as it is measured, so a run that fails later
+    still reports what it measured; bench.step names the phase for the report of a
+    failed run."""
     a, r = bench.args, bench.results
     fleet_setup.setup(bench)
     if a.warm_up:
@@ -59,80 +64,13 @@ def run(bench: Bench) -> None:
         r["warmUp"] = warm_up
     fleet_setup.start_operator(bench)
     bench.step = "operator idle"
-    op: dict[str, Any] = {"idle": fleet_idle.at_rest(bench), "burstCpuSeconds": {}}
-    r.update(operator=op, tessera={}, baseline={}, ratio={})
+    r["operator"] = {"idle": fleet_idle.at_rest(bench)}
     mixes = {
         "singles": specs.singles(a.workloads, bench.pools, ""),
         "gangs": specs.gangs(a.workloads, bench.pools, ""),
     }
-    pods = {}  # the pods Tessera made of each mix: the baseline and the floor make them again
-
-    # Tessera's bursts; after the singles, with every Workload Running, the idle window
-    # and the restart.
-    for mix, workloads in mixes.items():
-        bench.step = f"tessera {mix}"
-        t, phase, ready = fleet_bursts.tessera(bench, mix, workloads)
-        restart = None
-        if mix == "singles":
-            t["idle"] = fleet_idle.window(bench, ready, len(workloads))
-            restart = fleet_restart.restart(bench, phase)
-        t["integrity"] = bench.integrity(phase)
-        pods[mix] = pods_made(phase)
-        r["tessera"][mix] = t
-        op["burstCpuSeconds"][mix] = t["operatorCpuSeconds"]
-        if restart is not None:
-            r["restart"] = restart
-            op["peakRssMB"] = restart["peakRssMBBeforeKill"]
-            op["idleWithWorkloads"] = {
-                "seconds": t["idle"]["seconds"],
-                "cpuSeconds": t["idle"]["operatorCpuSeconds"],
-                "rssMB": t["idle"]["operatorRssMB"],
-            }
-        r["restart"]["duplicatesAndOrphans"] = sum(
-            x["integrity"]["duplicatesAndOrphans"] for x in r["tessera"].values()
-        )
-        bench.step = f"clean-up after tessera {mix}"
-        cleanup(bench, phase)
-    op["afterRestartPeakRssMB"] = round(bench.operator.figures()["peakRssMB"], 1)
-
-    # Tessera's backlog: singles created while it is stopped.
-    bench.step = "tessera backlog"
-    pending = specs.singles(a.workloads, bench.pools, "")
-    t, phase = fleet_backlog.tessera(bench, pending)
-    pods["backlog"] = pods_made(phase)
-    r["backlog"] = {"tessera": t}
-    r["restart"]["duplicatesAndOrphans"] += t["integrity"]["duplicatesAndOrphans"]
-    bench.step = "clean-up after tessera backlog"
-    cleanup(bench, phase)
-
-    # The same pods without Tessera: created directly, then by the floor operator.
-    bench.say("stopping the operator for the baseline and the floor")
-    bench.operator.stop()
-    r.update(floor={}, ratioToFloor={})
-    for kind in ("baseline", "floor"):
-        for mix, workloads in mixes.items():
-            bench.step = f"{kind} {mix}"
-            if kind == "baseline":
-                b, phase = fleet_baseline.baseline(bench, mix, pods[mix])
-                r["ratio"][mix] = ratio(
-                    r["tessera"][mix]["podsBoundPerSecond"], b["podsBoundPerSecond"]
-                )
-            else:
-                b, phase = fleet_floor.floor(bench, mix, workloads, pods[mix])
-                r["ratioToFloor"][mix] = ratio(
-                    r["tessera"][mix]["podsBoundPerSecond"], b["podsBoundPerSecond"]
-                )
-            r[kind][mix] = b
-            bench.step = f"clean-up after {kind} {mix}"
-            cleanup(bench, phase)
-    bench.step = "floor backlog"
-    b, phase = fleet_floor.floor(bench, "backlog", pending, pods["backlog"], backlog=True)
-    r["backlog"]["floor"] = b
-    r["backlog"]["ratioToFloor"] = ratio(
-        r["backlog"]["tessera"]["podsCreatedPerSecond"], b["podsCreatedPerSecond"]
-    )
-    for watch in phase.watches:  # the last phase leaves its pods: the cluster goes next
-        watch.stop()
+    fleet_rotation.tessera_alone(bench, mixes)
+    fleet_rotation.repeats(bench, mixes)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -154,6 +92,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=int,
         help=f"Workloads in the unmeasured first burst (default: N, at most {WARM_UP}; 0: none)",
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        help="repeats of every side's bursts and backlogs, in rotated order "
+        "(default: 5 at the default and large scales, 1 at a custom one)",
+    )
     parser.add_argument("--timeout", type=float, default=120, help="base timeout of each wait (s)")
     parser.add_argument("--results-dir", type=Path, default=HERE / "results")
     parser.add_argument("--keep-state", action="store_true", help="keep the state dir and logs")
@@ -166,6 +110,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.nodes = args.nodes or scale["nodes"]
     args.pools = args.pools or scale["pools"]
     args.workloads = args.workloads or scale["workloads"]
+    args.repeats = args.repeats if args.repeats is not None else REPEATS[args.name]
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
     args.warm_up = min(args.workloads, WARM_UP) if args.warm_up is None else args.warm_up
     quick = SCALES["custom"] if custom and args.workloads <= 100 else scale
     args.idle_seconds = args.idle_seconds if args.idle_seconds is not None else quick["idle"]
@@ -252,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "idleSeconds": args.idle_seconds,
             "warmSeconds": args.warm_seconds,
             "warmUpWorkloads": args.warm_up,
+            "repeats": args.repeats,
+            "fullPassSeconds": FULL_PASS,
         },
         "fleet": [
             {"pool": g["name"], "group": g["group"], "zone": g["zone"], "nodes": g["count"]}
@@ -261,7 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     if failed:
         result.update(failed=failed, failedIn=bench.step)
-    result["targets"] = report.targets(result)
+    result["targets"] = fleet_targets.targets(result)
+    result["context"] = fleet_targets.context(result)
     if result["source"]["operatorChangedDuringRun"]:
         bench.say("warning: operator/ changed during the run; the figures mix two versions")
     out, png = write(args, result)
@@ -269,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.say(("done" if ok else f"failed in {bench.step}; what it measured") + f": {written}")
     print(report.table(result["targets"]))
     print(report.comparison_table(report.comparison(result)))
+    print(report.orders(result))
     return 0 if ok else 1
 
 

@@ -22,6 +22,7 @@ import fleet_measure as m  # noqa: E402
 import fleet_report as report  # noqa: E402
 import fleet_specs as specs  # noqa: E402
 from fleet_kube import Api, CpuSampler, Floor, Operator, Watch, schedule, wait_until  # noqa: E402
+from fleet_targets import OPERATOR  # noqa: E402
 
 WORKLOADS = f"/apis/{specs.API_VERSION}/namespaces/{{ns}}/workloads"
 PODS = "/api/v1/namespaces/{ns}/pods"
@@ -86,10 +87,10 @@ class Bench:
         pids = {**self.cluster.pids, "bench": os.getpid()}
         operator = getattr(self, "operator", None)
         if operator is not None and operator.proc is not None and operator.proc.poll() is None:
-            pids[report.OPERATOR["tessera"]] = operator.pid
+            pids[OPERATOR["tessera"]] = operator.pid
         floor = getattr(self, "floor_operator", None)
         if floor is not None and floor.pid is not None:
-            pids[report.OPERATOR["floor"]] = floor.pid
+            pids[OPERATOR["floor"]] = floor.pid
         return pids
 
     def cpu_in(self, start: float, end: float | None) -> dict[str, Any]:
@@ -363,7 +364,3 @@ def pods_made(phase: Phase) -> list[dict[str, Any]]:
         for p in phase.pods.first_objects()
         if p["metadata"]["labels"].get(specs.WORKLOAD_LABEL) in phase.starts
     ]
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    return None if not a or not b else round(a / b, 3)

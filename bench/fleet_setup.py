@@ -60,6 +60,11 @@ def start_operator(bench: Bench) -> None:
     bench.operator = Operator(bench.cluster.kubeconfig, bench.state, local_cluster.free_port())
     bench.operator.start()
     bench.say(f"operator started (pid {bench.operator.pid}); waiting until it is warm")
+    wait_warm(bench)
+
+
+def wait_warm(bench: Bench) -> None:
+    """Until the (re)started operator is healthy and every pool's status is written."""
     checks = [bench.operator.check]
     wait_until("operator /healthz", bench.operator.healthy, 120, checks=checks, poll=0.2)
     want = {g["name"]: g["count"] for g in bench.groups}

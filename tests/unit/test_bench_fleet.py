@@ -21,12 +21,15 @@ import fleet_kube  # noqa: E402
 import fleet_measure as m  # noqa: E402
 import fleet_report  # noqa: E402
 import fleet_specs as specs  # noqa: E402
+import fleet_stats  # noqa: E402
+import fleet_targets  # noqa: E402
 from tessera import api  # noqa: E402
 
 # --- the benchmark's modules -------------------------------------------------------------------
 
 PHASES = {
     "fleet_setup",
+    "fleet_kill",
     "fleet_warmup",
     "fleet_idle",
     "fleet_bursts",
@@ -49,9 +52,11 @@ def test_each_phase_imports_what_its_docstring_allows() -> None:
     burst); what they share is in fleet_context, which imports none of them."""
     for phase in PHASES:
         allowed = {phase, "fleet_floor"} if phase == "fleet_warmup" else {phase}
-        assert imports(phase) & (PHASES | {"fleet_bench"}) <= allowed, phase
-    assert not imports("fleet_context") & (PHASES | {"fleet_bench"})
-    assert imports("fleet_bench") >= PHASES
+        assert imports(phase) & (PHASES | {"fleet_bench", "fleet_rotation"}) <= allowed, phase
+    assert not imports("fleet_context") & (PHASES | {"fleet_bench", "fleet_rotation"})
+    # the runner and the repeats (fleet_rotation) run every phase; nothing else imports them
+    assert imports("fleet_bench") | imports("fleet_rotation") >= PHASES
+    assert "fleet_bench" not in imports("fleet_rotation")
 
 
 # --- percentiles ------------------------------------------------------------------------------
@@ -653,40 +658,6 @@ def test_the_warm_up_is_n_at_most_a_thousand() -> None:
     assert fleet_bench.parse_args(["--warm-up", "0"]).warm_up == 0
 
 
-def test_comparison_sets_tessera_beside_the_floor_and_the_bare_scheduler() -> None:
-    floor = {
-        "pods": 1000,
-        "podsBoundPerSecond": 130.0,
-        "podsCreatedPerSecond": 140.0,
-        "createdToPodsCreated": {"p50": 0.4, "p99": 0.6},
-        "createdToBound": {"p50": 0.8, "p99": 1.2},
-        "cpuSeconds": {"byProcess": {"kube-apiserver": 10.0, "floor operator": 1.1, "etcd": 1.4}},
-    }
-    bare = {
-        "pods": 1000,
-        "podsBoundPerSecond": 150.0,
-        "createdToBound": {"p50": 0.4, "p99": 0.7},
-        "cpuSeconds": {"byProcess": {"kube-apiserver": 8.0, "kube-scheduler": 5.5}},
-    }
-    r = result(floor={"singles": floor}, baseline={"singles": bare})
-    r["tessera"]["singles"]["cpuSeconds"] = {"byProcess": {"kube-apiserver": 0.2, "operator": 0.05}}
-    rows = dict(fleet_report.comparison(r))
-    assert rows["singles: bound pods/s"] == ["250", "130", "150"]
-    assert rows["singles: pods created/s by the operator"] == ["250", "140", "-"]
-    assert rows["singles: creation to all bound p50 / p99"] == [
-        "0.5 / 2 s",
-        "0.8 / 1.2 s",
-        "0.4 / 0.7 s",
-    ]
-    assert rows["singles: creation to all pods created p50 / p99"] == ["-", "0.4 / 0.6 s", "-"]
-    # CPU per pod over every process, the operator's own in brackets (none for the bare run)
-    assert rows["singles: CPU ms per pod, all (operator)"] == ["25.0 (5.0)", "12.5 (1.1)", "13.5"]
-    assert rows["gangs: bound pods/s"] == ["250", "-", "-"]  # the run did not get that far
-    assert rows["gangs: CPU ms per pod, all (operator)"] == ["-", "-", "-"]
-    table = fleet_report.comparison_table(fleet_report.comparison(r))
-    assert "floor" in table.splitlines()[0] and len(table.splitlines()) == 11
-
-
 # --- a paced client ---------------------------------------------------------------------------
 
 
@@ -711,60 +682,207 @@ def test_the_rate_names_the_results_and_must_be_positive(tmp_path: Path) -> None
         fleet_bench.parse_args(["--rate", "0"])
 
 
-# --- targets ----------------------------------------------------------------------------------
+# --- repeats, targets ------------------------------------------------------------------------
 
 
-def result(scale: str = "default", **over: Any) -> dict[str, Any]:
-    phase = {
+def test_the_sides_run_in_an_order_rotated_each_repeat() -> None:
+    orders = [fleet_stats.rotation(i) for i in range(5)]
+    assert orders[:3] == [
+        ["tessera", "floor", "baseline"],
+        ["floor", "baseline", "tessera"],
+        ["baseline", "tessera", "floor"],
+    ]
+    assert orders[3] == orders[0]
+    for k in range(3):  # in three repeats each side runs first, second and last once
+        assert sorted(o[k] for o in orders[:3]) == ["baseline", "floor", "tessera"]
+
+
+def test_a_spread_is_median_min_max_of_what_was_measured() -> None:
+    s = fleet_stats.spread([1.0, None, 3.0, 2.0, 10.0])
+    assert s == {"n": 4, "median": 2.5, "min": 1.0, "max": 10.0, "values": [1.0, 3.0, 2.0, 10.0]}
+    assert fleet_stats.spread([None]) is None and fleet_stats.spread([]) is None
+
+
+def test_a_verdict_only_where_the_whole_spread_is_on_one_side() -> None:
+    v = fleet_stats.verdict
+    s = fleet_stats.spread
+    assert v(s([0.96, 1.0, 1.2]), ">=", 0.95) == "met"
+    assert v(s([0.9, 1.0, 1.2]), ">=", 0.95) == "undecided"
+    assert v(s([0.8, 0.9]), ">=", 0.95) == "not met"
+    assert v(s([0.1, 0.5]), "<=", 0.5) == "met"
+    assert v(s([0.1, 0.6]), "<=", 0.5) == "undecided"
+    assert v(s([0.6, 0.7]), "<=", 0.5) == "not met"
+    assert v(s([0, 0]), "==", 0) == "met"
+    assert v(s([0, 2]), "==", 0) == "undecided"
+    assert v(s([1, 2]), "==", 0) == "not met"
+    assert v(None, "<=", 1) is None
+    assert [fleet_stats.met(x) for x in ("met", "not met", "undecided", None)] == [
+        True,
+        False,
+        None,
+        None,
+    ]
+
+
+def test_repeats_default_to_five_at_the_named_scales_and_one_at_a_custom_one() -> None:
+    assert fleet_bench.parse_args([]).repeats == 5
+    assert fleet_bench.parse_args(["--scale", "large"]).repeats == 5
+    assert fleet_bench.parse_args(["--nodes", "16", "--workloads", "12"]).repeats == 1
+    assert fleet_bench.parse_args(["--repeats", "3"]).repeats == 3
+    with pytest.raises(SystemExit):
+        fleet_bench.parse_args(["--repeats", "0"])
+
+
+def test_the_idle_window_outlasts_the_operator_s_full_pass() -> None:
+    from tessera.controller.visits import FULL_PASS
+
+    for scale in ("default", "large"):
+        assert fleet_bench.parse_args(["--scale", scale]).idle_seconds > FULL_PASS
+    assert fleet_bench.parse_args(["--idle-seconds", "3"]).idle_seconds == 3
+
+
+def side(pods: int, created: float, p99: float, operator: float, **over: Any) -> dict[str, Any]:
+    """One side's figures of one phase: `operator` CPU seconds, 1 s of the API server's."""
+    out: dict[str, Any] = {
         "workloads": 10,
-        "pods": 10,
-        "createdToBound": {"p50": 0.5, "p99": 2.0},
-        "podsBoundPerSecond": 250.0,
-        "operatorPodsCreatedPerSecond": 250.0,
-        "apiWrites": {
-            "operator": {"total": 30, "perWorkload": 3.0},
-            "operatorLists": 0,
-            "listsByClient": {"kube-controller-manager/podgc": {"pods": 2}},
-        },
-        "idle": {"seconds": 20, "operatorWrites": 0, "operatorLists": 0, "listsByClient": {}},
+        "pods": pods,
+        "podsBoundPerSecond": created,
+        "podsCreatedPerSecond": created,
+        "operatorPodsCreatedPerSecond": created,
+        "createdToBound": {"p50": p99 / 2, "p99": p99},
+        "cpuSeconds": {"byProcess": {"kube-apiserver": 1.0, "operator": operator}},
+        "apiWrites": {"operator": {"total": pods + 10}, "operatorLists": 0},
+        "operatorPeakRssMB": 120.0,
     }
+    return out | over
+
+
+def repeat(k: int, tessera_rate: float = 190.0, tessera_p99: float = 1.2) -> dict[str, Any]:
+    def floor_cpu(pods: int) -> dict[str, Any]:
+        return {"byProcess": {"kube-apiserver": 1.0, "floor operator": pods / 100}}
+
+    return {
+        "order": fleet_stats.rotation(k),
+        "tessera": {
+            "singles": side(10, tessera_rate, tessera_p99, 0.102),
+            "gangs": side(40, tessera_rate, tessera_p99, 0.408),
+            "backlog": side(10, tessera_rate, tessera_p99, 0.102),
+        },
+        "floor": {
+            phase: side(pods, 200.0, 1.0, 0.0, cpuSeconds=floor_cpu(pods))
+            for phase, pods in (("singles", 10), ("gangs", 40), ("backlog", 10))
+        },
+        "baseline": {
+            "singles": side(10, 300.0, 0.5, 0.0),
+            "gangs": side(40, 300.0, 0.5, 0.0),
+        },
+    }
+
+
+def result(repeats: list[dict[str, Any]] | None = None, **over: Any) -> dict[str, Any]:
     r = {
-        "scale": scale,
-        "parameters": {"workloads": 10, "nodes": 16, "idleSeconds": 20},
-        "tessera": {"singles": phase, "gangs": {**phase, "pods": 40}},
-        "ratio": {"singles": 0.9, "gangs": 0.7},
-        "operator": {"idle": {"rssMB": 70.0}, "peakRssMB": 120.0},
-        "restart": {"seconds": 3.0, "duplicatesAndOrphans": 0},
-        "backlog": {
-            "tessera": {"workloads": 10, "pods": 10, "podsCreatedPerSecond": 240.0},
-            "floor": {"podsCreatedPerSecond": 260.0},
-        },
+        "scale": "default",
+        "parameters": {"workloads": 10, "nodes": 16, "idleSeconds": 45},
+        "operator": {"idle": {"rssMB": 70.0}},
+        "idle": {"operatorWrites": 0, "operatorLists": 0, "operatorRssMB": 75.0},
+        "killAtIdle": {"seconds": 3.0, "duplicatesAndOrphans": 0},
+        "killMidBurst": {"duplicatesAndOrphans": 0, "podsCreatedAtKill": 20, "pods": 40},
+        "repeats": [repeat(k) for k in range(5)] if repeats is None else repeats,
     }
-    r.update(over)
-    return r
+    return r | over
 
 
-def test_targets_say_what_is_met() -> None:
-    rows = {r["target"]: r["met"] for r in fleet_report.targets(result())}
-    assert rows["bound pods/s vs bare scheduler, singles"] is True
-    assert rows["creation to all bound p50, 10 on 16 nodes"] is True
-    assert rows["operator writes per Workload to Running, singles"] is True
-    assert rows["pods created/s by one operator replica, singles"] is True
-    assert rows["pods created/s by one operator replica, gangs"] is True
-    misses = [r["target"] for r in fleet_report.targets(result()) if r["met"] is False]
-    assert misses == ["bound pods/s vs bare scheduler, gangs"]
-    table = fleet_report.table(fleet_report.targets(result()))
-    assert "NO" in table and "yes" in table
-    slow = {**result()["tessera"]["gangs"], "operatorPodsCreatedPerSecond": 150.0}
-    rows = {r["target"]: r for r in fleet_report.targets(result(tessera={"gangs": slow}))}
-    assert rows["pods created/s by one operator replica, gangs"]["met"] is False
-    backlog = "pods created/s by one operator replica, from a backlog of singles"
-    row = next(r for r in fleet_report.targets(result()) if r["target"] == backlog)
-    assert (row["measured"], row["met"]) == (240.0, True)
-    assert row["note"] == "10 pods pending at its start; the floor operator's 260.0/s"
-    slow = {"tessera": {**result()["backlog"]["tessera"], "podsCreatedPerSecond": 199.9}}
-    row = next(r for r in fleet_report.targets(result(backlog=slow)) if r["target"] == backlog)
-    assert row["met"] is False and row["note"] == "10 pods pending at its start"
+def targets(r: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["target"]: t for t in fleet_targets.targets(r)}
+
+
+def test_targets_set_tessera_against_the_floor_of_the_same_repeat() -> None:
+    rows = targets(result())
+    burst = rows["pods created/s, Tessera / floor, burst of singles"]
+    assert burst["measured"] == 0.95 and burst["verdict"] == "met" and burst["met"] is True
+    assert burst["spread"]["n"] == 5 and burst["baseline"] == "Tessera 190/s, floor 200/s"
+    p99 = rows["creation to all bound p99, Tessera - floor, gangs"]
+    assert p99["measured"] == 0.2 and p99["verdict"] == "met"
+    cpu = rows["operator CPU ms per pod, Tessera - floor operator, singles"]
+    assert cpu["measured"] == 0.2 and cpu["verdict"] == "met"  # 10.2 ms against 10.0 ms
+    writes = rows["operator writes per Workload to Running, gangs"]
+    assert writes["threshold"] == "<= pods + 1 = 5.00" and writes["measured"] == 5.0
+    assert rows["operator peak RSS, a backlog of 10 pending"]["verdict"] == "met"
+    assert {t["verdict"] for t in rows.values()} == {"met"}
+    assert len(rows) == 17
+    table = fleet_report.table(fleet_targets.targets(result()))
+    assert "0.95 [0.95, 0.95]" in table and "met" in table
+
+
+def test_a_spread_across_the_target_is_undecided_and_one_beyond_it_not_met() -> None:
+    reps = [repeat(k, tessera_rate=rate) for k, rate in enumerate((180, 190, 200, 210, 220))]
+    row = targets(result(reps))["pods created/s, Tessera / floor, burst of gangs"]
+    assert row["spread"]["min"] == 0.9 and row["spread"]["max"] == 1.1
+    assert row["verdict"] == "undecided" and row["met"] is None
+    slow = [repeat(k, tessera_p99=2.0) for k in range(5)]
+    row = targets(result(slow))["creation to all bound p99, Tessera - floor, singles"]
+    assert row["measured"] == 1.0 and row["verdict"] == "not met"
+
+
+def test_the_sigkills_and_the_idle_window_have_their_targets() -> None:
+    bad = result(
+        killMidBurst={"duplicatesAndOrphans": 2, "podsCreatedAtKill": 20, "pods": 40},
+        idle={"operatorWrites": 1, "operatorLists": 1, "operatorRssMB": 75.0},
+    )
+    rows = targets(bad)
+    mid = "duplicates, orphans and Workloads never placed after SIGKILL mid-burst"
+    assert rows[mid]["verdict"] == "not met"
+    assert rows[mid]["baseline"] == "killed with 20 of 40 pods created"
+    assert rows["duplicates and orphans after SIGKILL at idle"]["verdict"] == "met"
+    assert rows["operator writes while idle (45 s, 10 on 16 nodes Running)"]["met"] is False
+    lists = rows["operator LISTs after warm-up (every burst and the idle window)"]
+    assert lists["measured"] == 1 and lists["verdict"] == "not met"
+
+
+def test_a_failed_run_reports_what_it_measured() -> None:
+    partial = result(repeats=[{"order": ["tessera"], "tessera": repeat(0)["tessera"]}])
+    del partial["killMidBurst"]
+    rows = targets(partial)
+    assert list(rows) == list(targets(result()))
+    assert rows["pods created/s, Tessera / floor, burst of singles"]["verdict"] is None
+    assert rows["operator writes per Workload to Running, singles"]["verdict"] == "met"
+    mid = "duplicates, orphans and Workloads never placed after SIGKILL mid-burst"
+    assert rows[mid]["measured"] is None and rows[mid]["met"] is None
+    lines = fleet_report.table(list(rows.values())).splitlines()
+    assert next(x for x in lines if "burst of singles" in x).split()[-2:] == ["-", "-"]
+    nothing = targets({"scale": "default", "parameters": partial["parameters"]})
+    assert {r["verdict"] for r in nothing.values()} == {None}
+
+
+def test_the_bare_scheduler_is_context_without_a_verdict() -> None:
+    rows = {c["figure"]: c for c in fleet_targets.context(result())}
+    bound = rows["bound pods/s, singles"]
+    assert (bound["tessera"]["median"], bound["floor"]["median"]) == (190.0, 200.0)
+    assert bound["baseline"]["median"] == 300.0 and "verdict" not in bound
+    cpu = rows["CPU ms per pod, the whole machine, gangs"]
+    assert cpu["baseline"]["median"] == 25.0  # 1 s of the API server's over 40 pods
+
+
+def test_comparison_sets_tessera_beside_the_floor_and_the_bare_scheduler() -> None:
+    rows = dict(fleet_report.comparison(result()))
+    assert rows["singles: bound pods/s"] == ["190", "200", "300"]
+    assert rows["singles: pods created/s by the operator"] == ["190", "200", "-"]
+    assert rows["gangs: creation to all bound p50 / p99"] == [
+        "0.6 / 1.2 s",
+        "0.5 / 1 s",
+        "0.25 / 0.5 s",
+    ]
+    # CPU per pod over every process, the operator's own in brackets (none for the bare run)
+    assert rows["singles: CPU ms per pod, all (operator)"] == [
+        "110.20 (10.20)",
+        "110.00 (10.00)",
+        "100.00",
+    ]
+    assert rows["backlog: pods created/s by the operator"] == ["190", "200", "-"]  # no bare one
+    assert "backlog: bound pods/s" not in rows  # a backlog is timed to its last pod created
+    table = fleet_report.comparison_table(fleet_report.comparison(result()))
+    assert "bare (unpinned)" in table.splitlines()[0] and len(table.splitlines()) == 11
+    assert fleet_report.orders(result()).splitlines()[1] == "  repeat 2: floor, baseline, tessera"
 
 
 def test_pace_counts_the_intervals_between_the_first_and_the_last() -> None:
@@ -772,54 +890,14 @@ def test_pace_counts_the_intervals_between_the_first_and_the_last() -> None:
     assert m.pace([1.0]) is None and m.pace([]) is None and m.pace([2.0, 2.0]) is None
 
 
-def test_operator_lists_are_told_from_other_clients() -> None:
-    row = next(r for r in fleet_report.targets(result()) if "LISTs" in r["target"])
-    assert row["met"] is True and row["measured"] == 0
-    assert row["note"].endswith("other clients: kube-controller-manager/podgc 2")
-    singles = result()["tessera"]["singles"]
-    relisting = {**singles, "idle": {**singles["idle"], "operatorLists": 3}}
-    rows = fleet_report.targets(result(tessera={"singles": relisting}))
-    row = next(r for r in rows if "LISTs" in r["target"])
-    assert row["met"] is False and row["measured"] == 3
-
-
-def test_large_scale_targets_hold_p99_to_five_seconds() -> None:
-    rows = fleet_report.targets(result("large"))
-    names = [r["target"] for r in rows]
-    assert not any("p50" in n for n in names)
-    p99 = next(r for r in rows if "p99" in r["target"])
-    assert p99["threshold"] == "<= 5 s" and p99["met"] is True
-
-
-def test_a_failed_run_reports_what_it_measured() -> None:
-    full = result()
-    partial = result(tessera={"singles": full["tessera"]["singles"]}, ratio={})
-    del partial["restart"], partial["backlog"]
-    rows = fleet_report.targets(partial)
-    assert [r["target"] for r in rows] == [r["target"] for r in fleet_report.targets(full)]
-    met = {r["target"]: r["met"] for r in rows}
-    assert met["creation to all bound p50, 10 on 16 nodes"] is True
-    assert met["operator writes per Workload to Running, singles"] is True
-    for unmeasured in (
-        "bound pods/s vs bare scheduler, singles",
-        "operator writes per Workload to Running, gangs",
-        "restart to next placement, 10 on 16 nodes",
-    ):
-        assert met[unmeasured] is None
-    lines = fleet_report.table(rows).splitlines()
-    assert next(x for x in lines if "Running, gangs" in x).split()[-2:] == ["-", "-"]
-    bare = fleet_report.targets({"scale": "default", "parameters": partial["parameters"]})
-    assert {r["met"] for r in bare} == {None}
-
-
-def test_curves_hold_only_the_latencies_measured() -> None:
+def test_curves_hold_only_the_latencies_measured_in_the_first_repeat() -> None:
     samples = {"createdToBound": [1.0, 2.0], "createdToPodsCreated": [0.5], "createdToReady": []}
-    r = {"tessera": {"singles": {"samples": samples}}, "baseline": {}}
+    r = {"repeats": [{"tessera": {"singles": {"samples": samples}}, "baseline": {}}]}
     assert fleet_report.curves(r) == {
-        "creation to all pods bound": {"Tessera singles": [1.0, 2.0]},
+        "creation to all pods bound (first repeat)": {"Tessera singles": [1.0, 2.0]},
         "Tessera: creation to all pods created, Running, ready": {"pods created, singles": [0.5]},
     }
-    assert fleet_report.curves({"tessera": {}}) == {}
+    assert fleet_report.curves({"repeats": []}) == {}
 
 
 def test_the_operator_client_is_named_from_its_user_agent() -> None:
@@ -860,3 +938,18 @@ def test_cpu_sampler_samples_live_processes() -> None:
     assert set(first) == {"self"}  # a pid that does not exist is left out
     assert first["self"][0] == os.getpid()
     assert cpu.between(t0, t1)["self"] > 0
+
+
+def test_a_pod_is_pinned_by_a_match_fields_term_on_its_node_name() -> None:
+    import fleet_kill
+
+    def pod(*terms: dict[str, Any]) -> dict[str, Any]:
+        required = {"nodeSelectorTerms": list(terms)}
+        affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+        return {"spec": {"affinity": affinity}}
+
+    name = {"key": "metadata.name", "operator": "In", "values": ["a100-0"]}
+    pool = {"key": "tessera.dev/pool", "operator": "In", "values": ["a100"]}
+    assert fleet_kill.pinned(pod({"matchFields": [name], "matchExpressions": [pool]}))
+    assert not fleet_kill.pinned(pod({"matchExpressions": [pool]}))
+    assert not fleet_kill.pinned({"spec": {}})
