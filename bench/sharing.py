@@ -12,7 +12,7 @@ Each team offers the same multiple of its entitlement; fairness is measured over
 which every team has work waiting (at the saturated load; at the lower load it is reported
 but reflects demand). Completion times are those of the middle half of the jobs by arrival,
 the trace run to its end. Bench only: tessera.catalog, tessera.placement and the pieces of
-bench/quality.py.
+the quality benchmark (bench/quality_trace.py, bench/quality_policies.py).
 
 Run: .venv/bin/python bench/sharing.py [--jobs N] [--seeds K] [--loads 0.7,1.4]
 [--workers 2]; writes bench/results/sharing.json.
@@ -35,7 +35,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from quality import EPOCH, TEMPLATE, _mean_pow10
+from quality_policies import EPOCH, TEMPLATE
+from quality_trace import mean_pow10
 from tessera import api, catalog
 from tessera.placement import NodeState, PendingWorkload, PoolState, Snapshot, plan, pool_state
 from tessera.placement.sharing import Holding, QuotaState
@@ -69,7 +70,7 @@ class Team:
     def mean_work(self) -> float:
         """Mean work of one job, in H100-seconds (devices x seconds on an H100)."""
         devices = sum(d * p for d, p in self.sizes.items())
-        return devices * 60 * _mean_pow10(*self.minutes)
+        return devices * 60 * mean_pow10(*self.minutes)
 
 
 # Three equal entitlements; the teams differ in what their jobs run on: llm's only on H100s,
