@@ -170,8 +170,16 @@ def test_sigkill_mid_burst_loses_nothing_and_duplicates_nothing(
     with namespace(installed, "kill") as k:
         make_pool(k, "killpool", nodes=8, devices=4, draining=True)
         try:
+            # Batch gangs and services (a service's missing replicas take another path).
             jobs = [
-                workload(f"w-{i:02d}", replicas=2, count=1, pools=["killpool"]) for i in range(15)
+                workload(
+                    f"w-{i:02d}",
+                    replicas=2,
+                    count=1,
+                    pools=["killpool"],
+                    restart="Always" if i % 2 else "Never",
+                )
+                for i in range(15)
             ]
             k.apply(*jobs)
             wait_for(

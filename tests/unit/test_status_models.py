@@ -13,7 +13,7 @@ from test_world_releases import NOW, _world
 
 from tessera import api, placement
 from tessera.world.caches import WorldCache
-from tessera.world.facts import PodFacts, object_facts
+from tessera.world.facts import Placed, PodFacts, object_facts, placed_of
 from tessera.world.status import (
     dump,
     invalid_spec_status,
@@ -105,7 +105,11 @@ def test_every_workload_status_the_operator_writes_is_declared() -> None:
     spec = api.WorkloadSpec.model_validate(SPEC)
     check(api.WorkloadStatus, lifecycle_status(spec, "a100", written, 1, {0: pod}, [], 0, NOW))
     world = _world({}, WorldCache())
-    check(api.WorkloadStatus, recovered_status(world.accelerator("a100"), "a100"))
+    recovered = recovered_status(world.accelerator("a100"), Placed("a100", {0: "a-0"}, None))
+    check(api.WorkloadStatus, recovered)
+    # Read back, it keeps the nodes the pods are pinned to (replicas never made get theirs
+    # from the repairs, never a pod without a node).
+    assert placed_of(recovered) == Placed("a100", {0: "a-0"}, None)
 
 
 def test_every_pool_status_the_operator_writes_is_declared() -> None:

@@ -381,7 +381,7 @@ class Lifecycle:
                 return
             status = {**unwritten[0], **status}
         elif facts.status.get("pool") != placed.pool and placed.pool in world.pool_specs:
-            status.update(recovered_status(world.accelerator(placed.pool), placed.pool))
+            status.update(recovered_status(world.accelerator(placed.pool), placed))
         if {k: facts.status.get(k) for k in status} == status:
             ledger.undefer(key)
             return

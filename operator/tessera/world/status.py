@@ -552,7 +552,14 @@ def invalid_spec_status(facts: ObjectFacts, message: str, now: datetime) -> dict
     return {"message": message, "conditions": [cond], "observedGeneration": facts.generation}
 
 
-def recovered_status(accelerator: Accelerator, pool: str) -> dict[str, Any]:
+def recovered_status(accelerator: Accelerator, placed: Placed) -> dict[str, Any]:
     """What status says of a placement read back from its pods (the operator stopped
-    between creating them and writing the decision): where, not why."""
-    return {"pool": pool, "accelerator": accelerator.model, "vendor": accelerator.vendor.value}
+    between creating them and writing the decision): where, not why; the nodes its pods are
+    pinned to too. Without them the placement read back from this status would have no
+    nodes, and the pods of the replicas never made would be created with none."""
+    return {
+        "pool": placed.pool,
+        "accelerator": accelerator.model,
+        "vendor": accelerator.vendor.value,
+        "assignments": [{"replica": r, "node": n} for r, n in sorted(placed.assignments.items())],
+    }
