@@ -65,7 +65,8 @@ def mid_burst(
         placed = set(phase.workloads.placed)
     integrity = bench.integrity(phase)
     never_placed = sorted(set(phase.starts) - placed)
-    unpinned = sum(1 for pod in pods_made(phase) if not pinned(pod))
+    loose = sorted(pod["metadata"]["name"] for pod in pods_made(phase) if not pinned(pod))
+    unpinned = len(loose)
     result = {
         "workloads": len(workloads),
         "pods": pods,
@@ -78,9 +79,13 @@ def mid_burst(
         "missing": len(integrity["missing"]),
         "neverPlaced": len(never_placed),
         "podsWithoutNodePin": unpinned,
+        "podsWithoutNodePinListed": loose[:20],
         "timedOut": timed_out,
     }
-    result["duplicatesAndOrphans"] = integrity["duplicatesAndOrphans"] + len(never_placed)
+    # A pod without its pin can take a node another placement holds: as bad as a duplicate.
+    result["duplicatesAndOrphans"] = (
+        integrity["duplicatesAndOrphans"] + len(never_placed) + unpinned
+    )
     bench.say(
         f"  after the SIGKILL mid-burst: {result['duplicated']} duplicated, "
         f"{result['orphans']} orphans, {result['missing']} missing, "

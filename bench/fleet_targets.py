@@ -202,7 +202,8 @@ def targets(r: Mapping[str, Any]) -> list[dict[str, Any]]:
             one(part(r, "killAtIdle", "duplicatesAndOrphans")), "==", 0, "== 0",
         ),
         row(
-            "duplicates, orphans and Workloads never placed after SIGKILL mid-burst",
+            "duplicates, orphans, Workloads never placed and pods without a node pin after "
+            "SIGKILL mid-burst",
             one(part(r, "killMidBurst", "duplicatesAndOrphans")), "==", 0, "== 0",
             f"killed with {part(r, 'killMidBurst', 'podsCreatedAtKill')} of "
             f"{part(r, 'killMidBurst', 'pods')} pods created",

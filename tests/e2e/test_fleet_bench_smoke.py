@@ -46,7 +46,7 @@ def test_fleet_benchmark_runs_and_reports_every_figure(tmp_path: Path) -> None:
     assert 0 < mid["podsCreatedAtKill"] <= mid["pods"] and mid["timedOut"] is None
     assert mid["duplicatesAndOrphans"] == 0 and mid["neverPlaced"] == 0, mid["integrity"]
     assert mid["restartToAllRunningSeconds"] > 0
-    assert mid["podsWithoutNodePin"] >= 0  # counted (a finding, not a target)
+    assert mid["podsWithoutNodePin"] == 0, mid["podsWithoutNodePinListed"]
 
     [rep] = r["repeats"]
     assert rep["order"] == ["tessera", "floor", "baseline"]
