@@ -77,13 +77,13 @@ lock: $(STAMP) ## Rewrite requirements.lock (the image's pins) and requirements-
 bench: $(STAMP) tools ## Run the benchmarks (SCALE=large: the 5,000-node fleet); results in bench/results/
 	@$(PY) bench/planning.py
 	@$(PY) bench/cycles.py
-	@$(PY) bench/quality.py --jobs 2000 --seeds 2
+	@$(PY) bench/quality.py --seeds 20 --sim-jobs 400 --sim-seeds 10
 	@$(PY) bench/sharing.py
-	@$(PY) bench/fleet_bench.py --scale $(SCALE)
+	@$(PY) bench/fleet_bench.py --scale $(SCALE) --repeats $(or $(REPEATS),5)
 	@$(PY) hack/bench_table.py
 
-bench-fleet: $(STAMP) tools ## Only the fleet-scale benchmark on a local control plane (SCALE=default|large)
-	@$(PY) bench/fleet_bench.py --scale $(SCALE)
+bench-fleet: $(STAMP) tools ## Only the fleet-scale benchmark on a local control plane (SCALE=default|large; REPEATS, 5)
+	@$(PY) bench/fleet_bench.py --scale $(SCALE) --repeats $(or $(REPEATS),5)
 
 soak: $(STAMP) tools ## Churn the operator for MINUTES (10) with SEED (1), then time node-loss recovery; results in bench/results/soak.json
 	@$(PY) hack/soak.py --minutes $(MINUTES) --seed $(SEED)

@@ -1,5 +1,6 @@
 """The benchmark table of README.md and bench/README.md, generated from bench/results/*.json:
-each target, what was measured, the same run's baseline. Standard library only; no tessera."""
+each target, what was measured, the same run's baseline; and bench/README.md's placement
+quality tables (hack/quality_tables.py). Standard library only; no tessera."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import quality_tables  # hack/quality_tables.py, beside this file
+
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
 README = REPO / "README.md"
-DOCS = (README, REPO / "bench" / "README.md")  # each holds the table between the markers
+BENCH_README = REPO / "bench" / "README.md"
+DOCS = (README, BENCH_README)  # each holds the table between the markers
+QUALITY = (quality_tables.START, quality_tables.END)  # bench/README.md's quality tables
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
-# A paced run (--rate) is about latency at an offered rate: only these of its targets are shown.
-PACED = ("bound pods/s vs bare scheduler", "creation to all bound")
 
 Row = tuple[str, str, str, str, str]  # benchmark, target, measured, same-run baseline, met
 
@@ -36,14 +39,31 @@ def met(value: bool | None) -> str:
 
 
 def planning(r: dict[str, Any]) -> Iterator[Row]:
-    f = r["fleet"]
-    name = f"planning: {f['nodes']:,} nodes, {f['pools']} pools, {r['workloads']:,} pending"
-    measured = {
-        "cycle": f"{r['cycleCpuSeconds']['median']} s CPU (median)",
-        "p99": f"{r['perDecisionMs']['p99']} ms",
-    }
-    for target, ok in r["targets"].items():
-        yield name, target, measured["cycle" if "cycle" in target else "p99"], "", met(ok)
+    """The all-distinct run's targets (median [min, max] of the repeats, CPU time), beside
+    the same figure of the run drawn from a few hundred specs; then that run as context."""
+    f, runs = r["fleet"], r["runs"]
+    head = f"planning: {f['nodes']:,} nodes, {f['pools']} pools, {r['workloads']:,} pending"
+    shared = runs["templates"]
+    for t in r["targets"]:
+        fig, unit_ = t["figure"], t["unit"]
+        ctx = shared[t["key"]]
+        measured = f"{fig['median']:g} {unit_} [{fig['min']:g}, {fig['max']:g}]"
+        baseline = (
+            f"{shared['distinctSpecs']:,} specs: {ctx['median']:g} {unit_} "
+            f"[{ctx['min']:g}, {ctx['max']:g}]"
+        )
+        verdict = {"met": True, "not met": False}.get(t["verdict"])
+        name = f"{head}, all distinct (CPU time, {r['repeat']} runs)"
+        yield name, t["target"], measured, baseline, met(verdict)
+    c, p = shared["cycleCpuSeconds"], shared["p99DecisionMs"]
+    yield (
+        f"{head} of {shared['distinctSpecs']:,} specs (CPU time, {r['repeat']} runs)",
+        "context, no target",
+        f"cycle {c['median']:g} s [{c['min']:g}, {c['max']:g}], "
+        f"p99 {p['median']:g} ms [{p['min']:g}, {p['max']:g}]",
+        "",
+        "-",
+    )
 
 
 def cycles(r: dict[str, Any]) -> Iterator[Row]:
@@ -54,30 +74,58 @@ def cycles(r: dict[str, Any]) -> Iterator[Row]:
 
 
 def quality(r: dict[str, Any]) -> Iterator[Row]:
-    noise = (
-        f", estimates noisy (sigma {r['estimateNoiseSigma']:g})" if r["estimateNoiseSigma"] else ""
+    """Each target with its figure and 95 % interval (see `confidence`), then the gap to the
+    LP optimum split into planner and information at 100 % demand, as a diagnostic."""
+    name = (
+        f"placement quality: {r['snapshotSeeds']} batches a demand, "
+        f"{len(r['scenarios'])} information scenarios"
     )
-    traces = f"{r['seeds']} trace{'s' if r['seeds'] != 1 else ''}"
-    name = f"placement quality: {r['jobsPerTrace']:,} jobs x {traces}{noise}"
-    by = {(row["load"], row["policy"]): row for row in r["simulation"]}
-    for target, ok in r["targets"].items():
-        measured = baseline = ""
-        if target.startswith("snapshot"):
-            worst = min(s["tessera-performance"] for s in r["snapshot"] if s["demand"] <= 1)
-            measured = f"{worst:.3f} of the LP optimum (worst)"
-        elif target.startswith("performance"):
-            load_ = float(target.rpartition("@")[2])
-            perf, blind = by[(load_, "tessera-performance")], by[(load_, "blind")]
-            measured = f"{blind['avg_jct_h'] / perf['avg_jct_h']:.2f}x faster"
-            baseline = f"blind {blind['avg_jct_h']:.2f} h, performance {perf['avg_jct_h']:.2f} h"
-        elif target.startswith("cost"):
-            load_ = float(target.rpartition("@")[2])
-            cost, fast = by[(load_, "tessera-cost")], by[(load_, "greedy-fastest")]
-            saving = 1 - cost["cost_per_job"] / fast["cost_per_job"]
-            slower = cost["avg_jct_h"] / fast["avg_jct_h"] - 1
-            measured = f"{saving:.1%} cheaper, {slower:+.1%} time"
-            baseline = f"greedy-fastest ${fast['cost_per_job']:.2f} a job"
-        yield name, target, measured, baseline, met(ok)
+    snap = {(s["demand"], s["scenario"], s["policy"]): s for s in r["snapshot"]}
+    for t in r["targets"]:
+        fig = t["figure"]
+        if "baseline" not in t:  # the floor with exact throughputs
+            low = min(t["decidedOn"], key=lambda d: fig[d]["ci95"][0])
+            top = max(fig, key=float)
+            measured = (
+                f"{_ci(fig[low])} at {_pct(low)} (lowest), worst seed "
+                f"{min(fig[d]['min'] for d in t['decidedOn']):.3f}; {_ci(fig[top])} at {_pct(top)}"
+            )
+            greedy = snap[(float(low), t["scenario"], "greedy-fastest")]
+            baseline = f"greedy-fastest {greedy['mean']:.3f} at {_pct(low)}"
+        else:
+            worst = t["worstDemand"]
+            ours, theirs = t["tesseraToLp"], t["baselineToLp"]
+            measured = (
+                f"{_ci(fig[worst], signed=True)} at {_pct(worst)} (lowest); "
+                f"{ours['1.0']['mean']:.3f} of the LP at 100 %"
+            )
+            baseline = f"{t['baseline']} {theirs['1.0']['mean']:.3f} of the LP at 100 %"
+        yield name, t["target"], measured, baseline, _verdict(t["verdict"])
+    for d in r["decomposition"]:
+        if d["demand"] == 1.0:
+            target = f"gap to the LP at 100 % demand, {d['scenario']} information: why"
+            measured = (
+                f"{d['gap']['mean']:.3f} = planner {_ci(d['planner'])} "
+                f"+ information {_ci(d['information'])}"
+            )
+            baseline = f"LP told the same: {d['lpInformed']['mean']:.3f} of the LP"
+            yield name, target, measured, baseline, "-"
+
+
+def _pct(demand: str) -> str:
+    return f"{float(demand):.0%}".replace("%", " %")
+
+
+def _ci(figure: dict[str, Any], signed: bool = False) -> str:
+    """A mean with its 95 % interval: 0.993 [0.990, 0.996]."""
+    f = "+.3f" if signed else ".3f"
+    lo, hi = figure["ci95"]
+    return f"{figure['mean']:{f}} [{lo:{f}}, {hi:{f}}]"
+
+
+def _verdict(verdict: str) -> str:
+    """A quality target's verdict (met / not met / undecided) in the table's words."""
+    return {"met": "yes", "not met": "**no**"}.get(verdict, "undecided")
 
 
 def sharing(r: dict[str, Any]) -> Iterator[Row]:
@@ -98,43 +146,66 @@ def unit(threshold: str) -> str:
 
 
 def fleet(r: dict[str, Any]) -> Iterator[Row]:
+    if "repeats" in r:
+        yield from fleet_repeated(r)
+        return
+    # A run from before the repeats (one run, fixed phase order, the bare scheduler as the
+    # headline): its verdicts were against withdrawn targets, so none is shown.
+    started = str(r.get("startedAt", ""))[:10]
+    yield (
+        f"fleet ({r['scale']})",
+        "not yet run as restated (repeats, rotated phases, the floor as the baseline)",
+        f"one run of {started}: bench/results/fleet-{r['scale']}.json",
+        "",
+        "undecided",
+    )
+
+
+# The bare scheduler's figures shown beside Tessera's and the floor's, as context (no target).
+FLEET_CONTEXT = ("bound pods/s, ", "creation to all bound p99, ")
+FLEET_VERDICT = {"met": "yes", "not met": "**no**", "undecided": "undecided"}
+
+
+def fleet_spread(figure: dict[str, Any] | None, unit_: str) -> str:
+    """A figure over a run's repeats: `0.97x [0.93, 1.02]` (median [min, max]), or its one
+    value where every repeat measured the same."""
+    if figure is None:
+        return "-"
+    median = number(figure["median"]) + unit_
+    if figure["min"] == figure["max"]:
+        return median
+    return f"{median} [{number(figure['min'])}, {number(figure['max'])}]"
+
+
+def fleet_repeated(r: dict[str, Any]) -> Iterator[Row]:
+    """A run of repeats (bench/fleet_rotation.py): each target's median [min, max] and its
+    verdict (met, not met, or undecided where the spread straddles the target); then the bare
+    scheduler beside Tessera and the floor, as context without a verdict."""
     p = r["parameters"]
+    runs = p["repeats"]
     rate = p.get("clientPodsPerSecond")
-    name = f"fleet ({r['scale']}{f', offered {rate:g} pods/s' if rate else ''})"
+    paced = f", offered {rate:g} pods/s" if rate else ""
+    name = (
+        f"fleet ({r['scale']}{paced}, median of {runs})"
+        if runs > 1
+        else f"fleet ({r['scale']}{paced}, 1 run)"
+    )
     for t in r["targets"]:
-        if rate and not t["target"].startswith(PACED):
-            continue
-        value = t["measured"]
-        measured = "-" if value is None else number(value) + unit(t["threshold"])
-        target = f"{t['target']} {t['threshold']}"
-        yield name, target, measured, fleet_baseline(r, t["target"]), met(t["met"])
+        measured = fleet_spread(t.get("spread"), unit(t["threshold"]))
+        verdict = FLEET_VERDICT.get(t.get("verdict") or "", "-")
+        yield name, f"{t['target']} {t['threshold']}", measured, fleet_baseline(r, t), verdict
+    for c in r.get("context", []):
+        if c["figure"].startswith(FLEET_CONTEXT):
+            tessera, floor = (fleet_spread(c[side], c["unit"]) for side in ("tessera", "floor"))
+            bare = fleet_spread(c["baseline"], c["unit"])
+            target = f"{c['figure']} (context, no target)"
+            baseline = f"floor {floor}; bare scheduler, pods not pinned: {bare}"
+            yield name, target, f"Tessera {tessera}", baseline, "-"
 
 
-def fleet_baseline(r: dict[str, Any], target: str) -> str:
-    """The same run's bare scheduler or floor operator beside a target, where it has one."""
-    mix = target.rpartition(", ")[2]
-    tessera, bare = r.get("tessera", {}).get(mix, {}), r.get("baseline", {}).get(mix, {})
-    floor = r.get("floor", {}).get(mix, {})
-    if target.startswith("bound pods/s") and tessera and bare:
-        ratio = r.get("ratioToFloor", {}).get(mix)
-        floor_ = f"; {ratio}x the floor" if ratio else ""
-        return f"{tessera['podsBoundPerSecond']} vs {bare['podsBoundPerSecond']} pods/s{floor_}"
-    if target.endswith("from a backlog of singles"):
-        backlog = r.get("backlog", {})
-        if backlog.get("ratioToFloor") is None:
-            return ""
-        return (
-            f"{backlog['ratioToFloor']}x the floor's {backlog['floor']['podsCreatedPerSecond']}/s"
-        )
-    if target.startswith("pods created/s") and tessera and floor.get("podsCreatedPerSecond"):
-        ours, theirs = tessera["operatorPodsCreatedPerSecond"], floor["podsCreatedPerSecond"]
-        return f"{ours / theirs:.3f}x the floor's {theirs}/s"
-    if target.startswith("creation to all bound"):
-        pct = target.split()[4].rstrip(",")  # p50 or p99
-        floor, bare = r.get("floor", {}).get("singles"), r.get("baseline", {}).get("singles")
-        if floor and bare:
-            return f"floor {floor['createdToBound'][pct]} s, bare {bare['createdToBound'][pct]} s"
-    return ""
+def fleet_baseline(r: dict[str, Any], target: dict[str, Any]) -> str:
+    """The same run's floor operator beside a target, where it has one (its `baseline`)."""
+    return str(target.get("baseline", ""))
 
 
 def rows(results: Path = RESULTS) -> list[Row]:
@@ -144,7 +215,6 @@ def rows(results: Path = RESULTS) -> list[Row]:
         ("planning.json", planning),
         ("cycles.json", cycles),
         ("quality.json", quality),
-        ("quality-noisy-estimates.json", quality),
         ("sharing.json", sharing),
         ("fleet-default.json", fleet),
         ("fleet-large.json", fleet),
@@ -166,13 +236,13 @@ def table(rows_: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def rewrite(text: str, table_: str) -> str:
+def rewrite(text: str, table_: str, start_: str = START, end_: str = END) -> str:
     """A document's text with the table between the markers replaced."""
-    head, start, rest = text.partition(START)
-    _, end, tail = rest.partition(END)
+    head, start, rest = text.partition(start_)
+    _, end, tail = rest.partition(end_)
     if not start or not end:
-        raise SystemExit(f"no {START} ... {END} markers to put the table between")
-    return f"{head}{START}\n{table_}{END}{tail}"
+        raise SystemExit(f"no {start_} ... {end_} markers to put the table between")
+    return f"{head}{start_}\n{table_}{end_}{tail}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     for doc in DOCS:
         text = doc.read_text()
         new = rewrite(text, table_)
+        if doc == BENCH_README and (quality_ := load("quality.json", RESULTS)) is not None:
+            new = rewrite(new, quality_tables.render(quality_), *QUALITY)
         if new == text:
             continue
         stale.append(doc.relative_to(REPO))

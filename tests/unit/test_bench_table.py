@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import bench_table  # hack/bench_table.py (hack/ is on the path: tests/conftest.py)
+import quality_tables  # hack/quality_tables.py
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,6 +23,17 @@ def test_the_table_is_generated_from_the_committed_results(doc: Path) -> None:
     )
 
 
+def test_the_quality_tables_are_generated_from_the_committed_results() -> None:
+    text = bench_table.BENCH_README.read_text()
+    quality = bench_table.load("quality.json", bench_table.RESULTS)
+    assert quality is not None
+    tables = quality_tables.render(quality)
+    assert "| exact | 100 % |" in tables and "LP told the same" in tables
+    assert bench_table.rewrite(text, tables, *bench_table.QUALITY) == text, (
+        "bench/README.md's quality tables differ from bench/results/: run `make bench-table`"
+    )
+
+
 def test_every_committed_result_has_rows() -> None:
     names = {row[0] for row in bench_table.rows()}
     fleet_runs = sorted(bench_table.RESULTS.glob("fleet-*.json"))
@@ -30,36 +42,21 @@ def test_every_committed_result_has_rows() -> None:
     assert any(n.startswith("placement quality") for n in names)
 
 
-def test_a_fleet_target_shows_its_unit_and_the_same_runs_baseline(tmp_path: Path) -> None:
+def test_a_fleet_run_from_before_the_repeats_shows_no_verdict(tmp_path: Path) -> None:
+    """Its targets were withdrawn: one row says it is to be run again, nothing is met."""
     run = {
-        "scale": "default",
+        "scale": "large",
+        "startedAt": "2026-12-05T17:10:00Z",
         "parameters": {"clientPodsPerSecond": None},
-        "tessera": {"singles": {"podsBoundPerSecond": 150.0}},
-        "baseline": {"singles": {"podsBoundPerSecond": 200.0}},
-        "ratioToFloor": {"singles": 0.9},
         "targets": [
-            {
-                "target": "bound pods/s vs bare scheduler, singles",
-                "threshold": ">= 0.8x",
-                "measured": 0.75,
-                "met": False,
-            },
-            {"target": "operator RSS idle", "threshold": "<= 80 MB", "measured": 70.0, "met": True},
-            {"target": "restart", "threshold": "<= 10 s", "measured": None, "met": None},
+            {"target": "operator RSS idle", "threshold": "<= 80 MB", "measured": 70.0, "met": True}
         ],
     }
-    (tmp_path / "fleet-default.json").write_text(json.dumps(run))
-    assert bench_table.rows(tmp_path) == [
-        (
-            "fleet (default)",
-            "bound pods/s vs bare scheduler, singles >= 0.8x",
-            "0.75x",
-            "150.0 vs 200.0 pods/s; 0.9x the floor",
-            "**no**",
-        ),
-        ("fleet (default)", "operator RSS idle <= 80 MB", "70.0 MB", "", "yes"),
-        ("fleet (default)", "restart <= 10 s", "-", "", "-"),
-    ]
+    (tmp_path / "fleet-large.json").write_text(json.dumps(run))
+    ((name, target, measured, _, verdict),) = bench_table.rows(tmp_path)
+    assert name == "fleet (large)" and verdict == "undecided"
+    assert target.startswith("not yet run as restated")
+    assert "2026-12-05" in measured
 
 
 def test_the_table_goes_between_the_markers_and_nowhere_else() -> None:
@@ -68,3 +65,64 @@ def test_the_table_goes_between_the_markers_and_nowhere_else() -> None:
     assert bench_table.rewrite(text, "| new |\n") == f"# T\n\n{start}\n| new |\n{end}\n\nafter\n"
     with pytest.raises(SystemExit):
         bench_table.rewrite("# no markers\n", "| new |\n")
+
+
+def test_a_fleet_run_of_repeats_shows_spreads_verdicts_and_the_bare_scheduler_as_context(
+    tmp_path: Path,
+) -> None:
+    spread = {"n": 5, "median": 0.97, "min": 0.93, "max": 1.02, "values": []}
+    run = {
+        "scale": "default",
+        "parameters": {"clientPodsPerSecond": None, "repeats": 5},
+        "repeats": [],
+        "targets": [
+            {
+                "target": "pods created/s, Tessera / floor, burst of singles",
+                "threshold": ">= 0.95x",
+                "measured": 0.97,
+                "spread": spread,
+                "verdict": "undecided",
+                "met": None,
+                "baseline": "Tessera 190/s, floor 196/s",
+            },
+            {
+                "target": "operator RSS idle",
+                "threshold": "<= 80 MB",
+                "measured": 70.0,
+                "spread": {"n": 1, "median": 70.0, "min": 70.0, "max": 70.0, "values": [70.0]},
+                "verdict": "met",
+                "met": True,
+            },
+            {"target": "restart", "threshold": "<= 10 s", "measured": None, "spread": None},
+        ],
+        "context": [
+            {
+                "figure": "bound pods/s, singles",
+                "unit": "/s",
+                "tessera": {"n": 5, "median": 190.0, "min": 180.0, "max": 200.0},
+                "floor": {"n": 5, "median": 196.0, "min": 196.0, "max": 196.0},
+                "baseline": {"n": 5, "median": 240.5, "min": 230.0, "max": 250.0},
+            },
+            {"figure": "CPU ms per pod, the whole machine, singles", "unit": " ms"},
+        ],
+    }
+    (tmp_path / "fleet-default.json").write_text(json.dumps(run))
+    name = "fleet (default, median of 5)"
+    assert bench_table.rows(tmp_path) == [
+        (
+            name,
+            "pods created/s, Tessera / floor, burst of singles >= 0.95x",
+            "0.97x [0.93, 1.02]",
+            "Tessera 190/s, floor 196/s",
+            "undecided",
+        ),
+        (name, "operator RSS idle <= 80 MB", "70.0 MB", "", "yes"),
+        (name, "restart <= 10 s", "-", "", "-"),
+        (
+            name,
+            "bound pods/s, singles (context, no target)",
+            "Tessera 190.0/s [180.0, 200.0]",
+            "floor 196.0/s; bare scheduler, pods not pinned: 240.5/s [230.0, 250.0]",
+            "-",
+        ),
+    ]
