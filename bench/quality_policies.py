@@ -55,45 +55,45 @@ Placement = tuple[Job, str, list[str]]
 Policy = Callable[[float, list[Job], Fleet], list[Placement]]
 
 
-def blind(seed: int) -> Policy:
-    """Heterogeneity-blind: any node with enough free devices, as the default scheduler does
-    when every accelerator is one generic resource (picked at random among those that fit)."""
+def _at_random(seed: int, spots: Callable[[Job, Fleet], list[tuple[str, str]]]) -> Policy:
+    """Each job in arrival order on one of the (pool, node) spots `spots` offers it, chosen
+    at random; a job with none waits."""
     rng = random.Random(seed)
 
     def place(now: float, pending: list[Job], fleet: Fleet) -> list[Placement]:
         out = []
         for job in pending:
-            nodes = [
-                (p, n)
-                for p in fleet.usable(job)  # a job never lands where it cannot run at all
-                for n, f in fleet.free[p].items()
-                if f >= job.devices
-            ]
-            if nodes:
-                pool, node = rng.choice(nodes)
+            found = spots(job, fleet)
+            if found:
+                pool, node = rng.choice(found)
                 fleet.free[pool][node] -= job.devices
                 out.append((job, pool, [node]))
         return out
 
     return place
+
+
+def blind(seed: int) -> Policy:
+    """Heterogeneity-blind: any node with enough free devices, as the default scheduler does
+    when every accelerator is one generic resource (picked at random among those that fit).
+    A job never lands where it cannot run at all."""
+    return _at_random(
+        seed,
+        lambda job, fleet: [
+            (p, n) for p in fleet.usable(job) for n, f in fleet.free[p].items() if f >= job.devices
+        ],
+    )
 
 
 def random_pool(seed: int) -> Policy:
     """Random: a pool chosen uniformly among the feasible ones with room, best-fit inside it
     (unlike `blind`, a small pool is as likely as a large one)."""
-    rng = random.Random(seed)
-
-    def place(now: float, pending: list[Job], fleet: Fleet) -> list[Placement]:
-        out = []
-        for job in pending:
-            fits = [(p, n) for p in fleet.usable(job) if (n := fleet.best_fit(p, job.devices))]
-            if fits:
-                pool, node = rng.choice(fits)
-                fleet.free[pool][node] -= job.devices
-                out.append((job, pool, [node]))
-        return out
-
-    return place
+    return _at_random(
+        seed,
+        lambda job, fleet: [
+            (p, n) for p in fleet.usable(job) if (n := fleet.best_fit(p, job.devices))
+        ],
+    )
 
 
 def greedy_fastest(now: float, pending: list[Job], fleet: Fleet) -> list[Placement]:
