@@ -14,7 +14,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from tessera import api, crd
+from tessera import api, crd, crd_schema
 from tessera.catalog import catalog, model_names
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,7 +28,7 @@ def _schema(kind: str) -> dict[str, Any]:
 
 
 def _nodes(kind: str) -> list[tuple[str, dict[str, Any]]]:
-    return list(crd.walk(_schema(kind)))
+    return list(crd_schema.walk(_schema(kind)))
 
 
 def _rules(kind: str) -> list[tuple[str, dict[str, str]]]:
@@ -339,7 +339,7 @@ class Sample(BaseModel):
 
 
 def test_transform_of_a_small_model() -> None:
-    schema = crd.model_schema(Sample)
+    schema = crd_schema.model_schema(Sample)
     props = schema["properties"]
     assert props["optional"] == {
         "type": "string",
@@ -372,7 +372,7 @@ def test_transform_of_a_small_model() -> None:
 
 
 def test_defaults_can_be_dropped() -> None:
-    text = json.dumps(crd.model_schema(Sample, defaults=False))
+    text = json.dumps(crd_schema.model_schema(Sample, defaults=False))
     assert '"default"' not in text
 
 
@@ -380,13 +380,13 @@ def test_unions_without_a_structural_form_are_refused() -> None:
     class Union(BaseModel):
         value: int | str = Field(description="Either.")
 
-    with pytest.raises(crd.SchemaError, match="unions"):
-        crd.model_schema(Union)
+    with pytest.raises(crd_schema.SchemaError, match="unions"):
+        crd_schema.model_schema(Union)
 
 
 def test_unknown_keywords_are_refused() -> None:
-    with pytest.raises(crd.SchemaError, match="unsupported schema keyword"):
-        crd.structural({"type": "string", "contentEncoding": "base64"}, {})
+    with pytest.raises(crd_schema.SchemaError, match="unsupported schema keyword"):
+        crd_schema.structural({"type": "string", "contentEncoding": "base64"}, {})
 
 
 # --- the files in the repository ----------------------------------------------------
@@ -435,6 +435,7 @@ def test_examples_parse_with_the_models(path: Path) -> None:
         "api/workload",
         "api/workload_status",
         "crd",
+        "crd_schema",
     ],
 )
 def test_api_and_crd_stay_pure(module: str) -> None:
@@ -451,5 +452,5 @@ def test_api_and_crd_stay_pure(module: str) -> None:
     allowed = {"__future__", "copy", "json", "re", "collections.abc", "dataclasses", "datetime"}
     allowed |= {"enum", "typing", "pydantic", "pydantic.alias_generators", "tessera"}
     allowed |= {"tessera.api.common", "tessera.api.pool", "tessera.api.workload"}
-    allowed |= {"tessera.api.workload_status", "tessera.api.quota"}
+    allowed |= {"tessera.api.workload_status", "tessera.api.quota", "tessera.crd_schema"}
     assert imported <= allowed, imported - allowed

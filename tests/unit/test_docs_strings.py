@@ -37,7 +37,7 @@ KUBERNETES = {
 # Message fragments troubleshooting.md shows (in its code blocks and quotes, with example
 # names filled in), each as the code writes it: each must be in the doc and in the code.
 FRAGMENTS = [
-    # A pool's conditions (tessera.world.status.pool_status, deletion_message).
+    # A pool's conditions (tessera.world.pool_status.pool_status, deletion_message).
     " nodes take new pods",
     " nodes take no new pods (their devices are not ",
     "nodes this pool selects are counted for a pool that selected them first: ",

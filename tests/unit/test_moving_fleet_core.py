@@ -24,13 +24,9 @@ from tessera.world.facts import (
     tolerates,
     unfit_reason,
 )
+from tessera.world.pool_status import deletion_message, pool_status
 from tessera.world.snapshot import World
-from tessera.world.status import (
-    deletion_message,
-    migration_waiting,
-    pool_status,
-    settled_message,
-)
+from tessera.world.status import migration_waiting, settled_message
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 LABEL = "example.com/pool"

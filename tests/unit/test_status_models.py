@@ -14,13 +14,13 @@ from test_world_releases import NOW, _world
 from tessera import api, placement
 from tessera.world.caches import WorldCache
 from tessera.world.facts import Placed, PodFacts, object_facts, placed_of
+from tessera.world.pool_status import pool_status
 from tessera.world.status import (
     dump,
     invalid_spec_status,
     lifecycle_status,
     migrating_status,
     placement_status,
-    pool_status,
     recovered_status,
     waiting_status,
     withdrawn_status,

@@ -16,8 +16,8 @@ from tessera.controller.threads import guard
 from tessera.errors import Conflict, NotFound
 from tessera.k8s import Kube
 from tessera.world.facts import ObjectFacts
+from tessera.world.pool_status import holding, pool_status
 from tessera.world.snapshot import World
-from tessera.world.status import holding, pool_status
 
 POOL_WRITERS = 4  # pool status patches sent at once
 POOL_DEVICES_EVERY = 5.0  # a pool's device counts are rewritten at most this often

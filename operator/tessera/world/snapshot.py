@@ -1,11 +1,13 @@
 """The World: one consistent copy of the caches and what follows from it (which nodes form
-each pool, devices in use, promised and coming back, the placement snapshot). Pure."""
+each pool, devices in use, promised and coming back, the quotas, the placement snapshot).
+Where each workload is placed it inherits from tessera.world.placements; the nodes as
+placement sees them are built by tessera.world.node_states. Pure."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import InitVar, dataclass, field
 from datetime import datetime
@@ -16,68 +18,21 @@ from tessera import api, placement
 from tessera.catalog import REFERENCE_MODEL, Accelerator
 from tessera.dra import ClaimFacts, SliceFacts
 from tessera.placement.sharing import Holding, QuotaState
-from tessera.placement.snapshot import NAME_LABEL, NodeState, PoolState, Release, Taint
+from tessera.placement.snapshot import NAME_LABEL, PoolState, Release, Taint
 from tessera.world.caches import PodIndex, WorkloadIndex, WorldCache, add_devices, by_id, changed
 from tessera.world.dra import fold
-from tessera.world.exclusions import active, in_force
+from tessera.world.exclusions import active
 from tessera.world.facts import (
     TERMINAL,
     NodeFacts,
     ObjectFacts,
     Placed,
     PodFacts,
-    placed_of,
     validation_message,
 )
 from tessera.world.membership import membership, unfit_nodes
-
-# Every NodeState sets every field: one set of their names serves them all, where each
-# instance would otherwise carry its own (about 700 bytes a node, 3.5 MB at 5,000 nodes).
-_NODE_FIELDS = frozenset(NodeState.model_fields)
-
-
-def _node_state(
-    facts: NodeFacts,
-    have: int,
-    free: int,
-    releases: tuple[Release, ...],
-    fit: bool,
-    taints: tuple[Taint, ...] = (),
-) -> NodeState:
-    """A node as placement sees it (`fit`: it takes new pods of the pool), built without
-    validation from facts already checked (0 <= free <= have): every cycle builds one per
-    node, and validation would copy each node's labels, which are shared here instead (the
-    largest part of a node's facts)."""
-    return NodeState.model_construct(
-        _NODE_FIELDS,  # type: ignore[arg-type]  # read-only: nothing assigns to a NodeState
-        name=facts.name,
-        labels=facts.labels,
-        ready=fit,
-        taints=taints,
-        allocatable=have,
-        free=free,
-        releases=releases,
-    )
-
-
-def _free(
-    node: NodeFacts,
-    resource: str,
-    used: Mapping[str, Mapping[str, int]],
-    reserved: Mapping[str, Mapping[str, int]],
-) -> int:
-    """A node's free devices of `resource`: allocatable less used less promised (.get: no
-    entry is made per node)."""
-    have = node.allocatable.get(resource, 0)
-    taken = used.get(node.name, {}).get(resource, 0) + reserved.get(node.name, {}).get(resource, 0)
-    return max(0, have - taken)
-
-
-def _evicted_from(facts: ObjectFacts) -> str | None:
-    """The pool a workload was preempted from, while it is not placed again (status.preempted
-    is cleared by the next placement)."""
-    record = facts.status.get("preempted")
-    return str(record.get("pool")) if record and not facts.status.get("pool") else None
+from tessera.world.node_states import free_devices, node_state
+from tessera.world.placements import Placements
 
 
 def devices_per_replica(facts: ObjectFacts | None) -> int:
@@ -129,7 +84,7 @@ class Devices:
 
 
 @dataclass
-class World:
+class World(Placements):
     """One consistent copy of the caches, taken at one moment, and what follows from it: the
     pools' layout, the devices in use, each workload's placement and pods."""
 
@@ -221,7 +176,7 @@ class World:
             ]
         else:
             seen = list(facts)
-        nodes = [_node_state(f, 0, 0, (), True) for f in seen]
+        nodes = [node_state(f, 0, 0, (), True) for f in seen]
         state = placement.pool_state(name, spec, nodes, self.unit_reference)
         # Kept without its nodes: pool_state() adds them, with their free devices, when asked
         # (5,000 idle NodeStates held between cycles were 2 MB at that scale).
@@ -229,86 +184,6 @@ class World:
         self.cache.base[name] = (spec_of, facts, state)
         self.layout.rebuilt.add(name)
         return state
-
-    def placement_of(self, key: str) -> Placed | None:
-        """Where a workload is: its status says, else this process's own decision, else its
-        pods (created, and then the operator stopped before it wrote the decision)."""
-        if key not in self._placed:
-            facts = self.workloads.get(key)
-            if facts is None:
-                self._placed[key] = self.recent.get(key)
-            else:
-                placed = self._recorded(key, facts) or self.recent.get(key)
-                self._placed[key] = placed or self._placed_by_pods(facts)
-        return self._placed[key]
-
-    def placed_on(self, pools: set[str]) -> list[tuple[str, Placed]]:
-        """The workloads placed on these pools (as placement_of says), by key."""
-        return sorted(
-            (key, placed)
-            for key, placed in self._placed.items()
-            if placed is not None and placed.pool in pools
-        )
-
-    def _recorded(self, key: str, facts: ObjectFacts) -> Placed | None:
-        """The placement a workload's status records, parsed once per status."""
-        hit = self.cache.placed.get(key)
-        placed = hit[1] if hit is not None and hit[0] is facts else placed_of(facts.status)
-        self.cache.placed[key] = (facts, placed)
-        return placed
-
-    def _own_pods(self, facts: ObjectFacts) -> list[PodFacts]:
-        """The workload's pods (by owner uid) on pools it was not withdrawn from, nor
-        preempted from since it was last placed."""
-        pods = self.pods_by_workload.get(facts.key)
-        if not pods:
-            return []
-        excluded = in_force(facts.status.get("excludedPools") or ())
-        evicted = _evicted_from(facts)
-        return [
-            p
-            for p in pods
-            if p.owner_uid == facts.uid and p.pool not in excluded and p.pool != evicted
-        ]
-
-    def _placed_by_pods(self, facts: ObjectFacts) -> Placed | None:
-        pods = [
-            p
-            for p in self._own_pods(facts)
-            if p.pool and not p.deleting and p.generation in (None, facts.generation)
-        ]
-        if not pods:
-            return None
-        counts = Counter(p.pool or "" for p in pods)
-        pool = min(counts, key=lambda name: (-counts[name], name))  # most pods, then by name
-        # Bound or only pinned (a gang's pods in a burst wait for all of them to exist).
-        nodes = {
-            p.replica: p.node or p.pinned
-            for p in pods
-            if p.pool == pool and (p.node or p.pinned) and p.replica is not None
-        }
-        return Placed(pool, nodes, None)
-
-    def stale_pods(self, key: str) -> list[PodFacts]:
-        """A workload's pods built from an earlier spec while its status records no pool:
-        the spec was edited after the pods were created and before the decision was written
-        (the CRD freezes the spec only once status.pool is set). They are not its placement:
-        they are deleted and the workload is placed again from the spec it has now."""
-        facts = self.workloads.get(key)
-        if facts is None or facts.status.get("pool"):
-            return []
-        stale = [
-            p
-            for p in self._own_pods(facts)
-            if p.generation is not None and p.generation != facts.generation
-        ]
-        evicted = _evicted_from(facts)
-        if evicted and key not in self.recent:
-            # Evicted, and the operator stopped before deleting them: they go now. (Placed
-            # again by this process, they are its new pods, not these.)
-            own = self.pods_by_workload.get(key) or ()
-            stale += [p for p in own if p.pool == evicted and not p.deleting and not p.terminal]
-        return stale
 
     def capacity(self, pool: str) -> tuple[int, int]:
         """A pool's nodes that take new pods, and the devices free on them now."""
@@ -440,7 +315,7 @@ class World:
 
     def free(self, node: str, resource: str) -> int:
         """Devices of `resource` on `node` neither used by bound pods nor promised."""
-        return _free(self.nodes[node], resource, self.devices.used, self.devices.reserved)
+        return free_devices(self.nodes[node], resource, self.devices.used, self.devices.reserved)
 
     def pool_state(self, pool: str) -> PoolState:
         """The pool as placement sees it: its nodes with their free devices now."""
@@ -456,7 +331,7 @@ class World:
         for name in self.layout.members.get(pool, []):
             node = nodes[name]
             have = node.allocatable.get(resource, 0)
-            free = min(have, _free(node, resource, used, reserved))
+            free = min(have, free_devices(node, resource, used, reserved))
             releases = tuple(releases_by_node.get(name, ()))
             # True, or the taints that alone keep it out (possibly none: NotReady, cordoned)
             fit = True if not unfit or name not in unfit else gated.get(name, ())
@@ -470,9 +345,9 @@ class World:
                 states.append(hit[5])
                 continue
             if isinstance(fit, tuple):
-                state = _node_state(node, have, free, releases, False, fit)
+                state = node_state(node, have, free, releases, False, fit)
             else:
-                state = _node_state(node, have, free, releases, True)
+                state = node_state(node, have, free, releases, True)
             cache[name] = (node, have, free, releases, fit, state)
             states.append(state)
         update = {"nodes": tuple(states), "gated": frozenset(gated)}
