@@ -18,10 +18,11 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from concurrent.futures import Future
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "hack"))
@@ -33,6 +34,7 @@ import fleet_specs as specs  # noqa: E402
 from tessera.controller.pipeline import Controller  # noqa: E402
 from tessera.world.facts import ObjectFacts, PodFacts, node_facts, object_facts, pod_facts  # noqa: E402
 
+T = TypeVar("T")
 CREATED = "2026-12-05T12:00:00Z"
 NAMESPACE = "bench"
 
@@ -43,10 +45,6 @@ class StubKube:
     def __init__(self) -> None:
         self.pods: list[dict[str, Any]] = []
         self.statuses: list[tuple[str, str, dict[str, Any]]] = []
-
-    def create_pod(self, pod: dict[str, Any]) -> bool:
-        self.pods.append(pod)
-        return True
 
     def delete_pod(self, namespace: str, name: str, uid: str | None = None) -> bool:
         return True
@@ -60,6 +58,36 @@ class StubKube:
         pass
 
     def post_event(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+class StubLoop:
+    """The event loop's client (tessera.k8s_aio.AsyncKube): each coroutine runs at once, on
+    the caller's thread (a stub send never waits), and its pods are kept in the StubKube."""
+
+    def __init__(self, kube: StubKube) -> None:
+        self.kube = kube
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        done: Future[T] = Future()
+        try:
+            coro.send(None)
+        except StopIteration as stop:
+            done.set_result(stop.value)
+        except Exception as err:
+            done.set_exception(err)
+        else:
+            raise RuntimeError("a stub send waited")
+        return done
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.submit(coro).result()
+
+    async def create_pod(self, pod: dict[str, Any]) -> bool:
+        self.kube.pods.append(pod)
+        return True
+
+    def close(self) -> None:
         pass
 
 
@@ -128,7 +156,7 @@ class Caches:
 def run(nodes: int, pools: int, workloads: int, per_cycle: int) -> dict[str, Any]:
     caches = Caches(nodes, pools)
     kube = StubKube()
-    loop = Controller(cast(Any, kube))
+    loop = Controller(cast(Any, kube), loop=cast(Any, StubLoop(kube)))
     bodies = specs.singles(workloads, caches.pool_bodies, NAMESPACE)
     cycles: list[dict[str, float]] = []
     arrived = 0
@@ -150,7 +178,7 @@ def run(nodes: int, pools: int, workloads: int, per_cycle: int) -> dict[str, Any
         world = loop.world(copied)
         built = time.process_time()
         loop.cycle(world)
-        loop.workers.wait_sent()  # the burst's senders, on threads of their own, done
+        loop.workers.wait_sent()  # the burst's sends, done
         end = time.process_time()
         cycles.append(
             {"world": built - start, "cycle": end - start, "workloads": len(copied["workloads"])}

@@ -1,11 +1,14 @@
-"""The only importer of `kubernetes`: every API call Tessera makes, plus the RBAC they need.
-Bodies travel as plain dicts; ApiException is translated into tessera.errors here, once."""
+"""The only importer of `kubernetes`: every API call Tessera makes (pod creates are sent by
+tessera.k8s_aio, as this module makes them), plus the RBAC they need.
+Bodies travel as plain dicts; an error answer is translated into tessera.errors here, once
+(api_error), for this client and the event loop's (tessera.k8s_aio)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import re
+import ssl
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,7 +18,6 @@ import pydantic_core
 import urllib3
 from kubernetes import client, config
 from kubernetes.client import rest
-from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from tessera import __version__, api
@@ -27,6 +29,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 MERGE_PATCH = "application/merge-patch+json"
 FIELD_MANAGER = "tessera"
 USER_AGENT = f"tessera/{__version__}"
+JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request made here and sent by another client (tessera.k8s_aio)."""
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: bytes
 
 
 @dataclass(frozen=True, order=True)
@@ -87,14 +100,16 @@ def required_rules(leader_election: bool = False) -> list[dict[str, list[str]]]:
     ]
 
 
-def _translate(err: ApiException) -> ApiError:
+def api_error(status: int, http_reason: str, answer: str | bytes | None) -> ApiError:
+    """The Tessera error for an API server's error answer (its Status object, if any)."""
     try:
-        body = json.loads(err.body or "{}")
+        body = json.loads(answer or "{}")
     except ValueError:
         body = {}
-    message = body.get("message") or str(err.reason or "")
-    reason = body.get("reason") or str(err.reason or "")
-    status = int(err.status or 0)
+    if not isinstance(body, dict):
+        body = {}
+    message = body.get("message") or http_reason
+    reason = body.get("reason") or http_reason
     if status == 404:
         return NotFound(status, reason, message)
     if status == 409:
@@ -116,10 +131,10 @@ class Kube:
         # over to the caller quickly, and the loop retries on its own schedule. Set on the
         # pool manager, which the client built from its configuration already (setting
         # configuration.retries after that changes nothing: urllib3's default of 3 applies).
-        # One connection per concurrent writer of the reconcile loop (32 for objects, 32
-        # sending a burst's pods, 4 for pools, 4 for Events), one per watch, and a few more.
+        # One connection per concurrent writer of the reconcile loop (32 for objects, 4 for
+        # pools, 4 for Events), one per watch, and a few more; pods go through tessera.k8s_aio.
         pool_kw = self._api.rest_client.pool_manager.connection_pool_kw
-        pool_kw.update(retries=2, maxsize=96)
+        pool_kw.update(retries=2, maxsize=64)
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
     @classmethod
@@ -173,15 +188,7 @@ class Kube:
         (8 us for a pod against json.dumps's 27): the client's own request path, json.dumps
         included, was 8 % of the operator's CPU in a 5,000-node backlog, against 22 % in
         urllib3 itself in a profile (py-spy)."""
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        params = list((query or {}).items())
-        _, url, headers, _, _ = self._api.param_serialize(
-            method,
-            path,
-            query_params=params,
-            header_params=headers,
-            auth_settings=["BearerToken"],
-        )
+        url, headers = self.prepared(method, path, query, content_type)
         data = None if body is None else pydantic_core.to_json(body)
         if isinstance(timeout, tuple):
             limit = urllib3.Timeout(connect=timeout[0], read=timeout[1])
@@ -195,12 +202,52 @@ class Kube:
             if resp.status >= 400:
                 resp.read()  # type: ignore[no-untyped-call]
         except Exception as err:  # urllib3 connection errors and the like
-            raise self._unreachable(err) from err
+            raise self.unreachable(err) from err
         if resp.status >= 400:
-            raise _translate(ApiException(http_resp=resp))
+            raise api_error(resp.status, str(resp.reason or ""), resp.data)
         return resp
 
-    def _unreachable(self, err: Exception) -> ClusterUnreachable:
+    def tls(self) -> tuple[ssl.SSLContext, str | None]:
+        """The TLS this client's configuration asks for (its CA, client certificate and
+        hostname check), and the server name to check when set, for the event loop's client
+        (tessera.k8s_aio)."""
+        cfg = self._api.configuration
+        context = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+        if not cfg.verify_ssl:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        elif cfg.assert_hostname is False:
+            context.check_hostname = False
+        if cfg.cert_file:
+            context.load_cert_chain(cfg.cert_file, cfg.key_file)
+        return context, cfg.tls_server_name or None
+
+    @property
+    def proxy(self) -> str | None:
+        """The proxy this client's configuration sends through, unless no_proxy exempts the
+        server (as the Kubernetes client decides)."""
+        cfg = self._api.configuration
+        if cfg.proxy and not rest.should_bypass_proxies(cfg.host, cfg.no_proxy or ""):
+            return str(cfg.proxy)
+        return None
+
+    def prepared(
+        self, method: str, path: str, query: dict[str, str] | None, content_type: str
+    ) -> tuple[str, dict[str, str]]:
+        """The URL and headers of a request: the client's configuration makes them (host,
+        credentials, a refreshed token), whichever client then sends it (tessera.k8s_aio)."""
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        params = list((query or {}).items())
+        _, url, headers, _, _ = self._api.param_serialize(
+            method,
+            path,
+            query_params=params,
+            header_params=headers,
+            auth_settings=["BearerToken"],
+        )
+        return url, headers
+
+    def unreachable(self, err: Exception) -> ClusterUnreachable:
         host = self._api.configuration.host
         cause = re.search(
             r"\[Errno -?\d+\] [^'\"()]+|timed out|certificate verify failed", str(err)
@@ -239,7 +286,7 @@ class Kube:
         try:
             return bytes(resp.read() or b"")
         except Exception as err:
-            raise self._unreachable(err) from err
+            raise self.unreachable(err) from err
 
     def watch(
         self, path: str, resource_version: str | None, seconds: int
@@ -264,7 +311,7 @@ class Kube:
                     if line.strip():
                         yield pydantic_core.from_json(line)
         except urllib3.exceptions.HTTPError as err:
-            raise self._unreachable(err) from err
+            raise self.unreachable(err) from err
         finally:
             stream.release_conn()
 
@@ -303,16 +350,12 @@ class Kube:
     # --- pods -----------------------------------------------------------------------------
 
     @uses("", "pods", "create")
-    def create_pod(self, pod: dict[str, Any]) -> bool:
-        """Creates a pod; False when it already exists (deterministic names make this safe)."""
-        ns = pod["metadata"]["namespace"]
-        try:
-            self.write(
-                "POST", f"/api/v1/namespaces/{ns}/pods", pod, {"fieldManager": FIELD_MANAGER}
-            )
-        except Conflict:
-            return False
-        return True
+    def pod_create(self, pod: dict[str, Any]) -> Request:
+        """The request that creates a pod, sent on the event loop (tessera.k8s_aio): a
+        burst's thousands of pod creates cost the operator less CPU there."""
+        path = f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods"
+        url, headers = self.prepared("POST", path, {"fieldManager": FIELD_MANAGER}, JSON)
+        return Request("POST", url, headers, pydantic_core.to_json(pod))
 
     @uses("resource.k8s.io", "resourceclaimtemplates", "create")
     def create_claim_template(self, template: dict[str, Any]) -> bool:

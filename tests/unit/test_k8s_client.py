@@ -17,4 +17,4 @@ def test_requests_go_through_a_pool_with_the_operators_retries_and_size() -> Non
     kube = Kube(client.ApiClient(config))
     pool = kube.api_client.rest_client.pool_manager.connection_from_url(config.host)
     assert pool.retries == 2  # not urllib3's default of 3
-    assert pool.pool is not None and pool.pool.maxsize == 96
+    assert pool.pool is not None and pool.pool.maxsize == 64

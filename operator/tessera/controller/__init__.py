@@ -134,3 +134,5 @@ async def stop_loop(memo: kopf.Memo, **_: Any) -> None:
         memo.loop_task.cancel()
     if memo.get("leader") is not None:
         await asyncio.to_thread(memo.leader.release)
+    if memo.get("controller") is not None:
+        await asyncio.to_thread(memo.controller.close)

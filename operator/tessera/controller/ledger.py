@@ -172,7 +172,7 @@ class Ledger:
 
     def sending(self, pod: str, workload: str, at: float) -> None:
         """CREATED_GRACE counts from the send, not the claim: a burst's claim may wait in
-        the senders' queue first."""
+        the send queue first."""
         self._pods[pod] = (at, workload)
 
     def unclaim(self, pod: str) -> None:

@@ -107,7 +107,7 @@ class Lifecycle:
             if not claimed:
                 return False
             try:
-                return claimed[1]()
+                return self.writes.run(claimed[1]())
             except ApiError as err:
                 if not err.refusal:
                     raise

@@ -16,10 +16,11 @@ from tessera.controller.placing import Placing
 from tessera.controller.pools import PoolStatuses
 from tessera.controller.quotas import QuotaStatuses
 from tessera.controller.reporting import Reporter
-from tessera.controller.threads import Workers, guard
+from tessera.controller.threads import SENDERS, Workers, guard
 from tessera.controller.visits import Visits
 from tessera.controller.writes import Writes
 from tessera.k8s import Kube
+from tessera.k8s_aio import AsyncKube
 from tessera.world.caches import WorldCache
 from tessera.world.pacing import Bursts
 from tessera.world.snapshot import World
@@ -36,7 +37,11 @@ class Controller:
     ledger, the World's caches, burst pacing, and the phases that act on a World."""
 
     def __init__(
-        self, kube: Kube, clock: Clock | None = None, unit_reference: str = REFERENCE_MODEL
+        self,
+        kube: Kube,
+        clock: Clock | None = None,
+        unit_reference: str = REFERENCE_MODEL,
+        loop: AsyncKube | None = None,
     ) -> None:
         self.clock = clock or SystemClock()
         self.unit_reference = unit_reference
@@ -45,9 +50,10 @@ class Controller:
         self.bursts = Bursts()
         self.visits = Visits()
         self.reporter = Reporter()
-        self.workers = Workers(self.clock)
+        self.loop = loop or AsyncKube(kube, SENDERS)  # pods are sent on its event loop
+        self.workers = Workers(self.clock, self.loop)
         events = Events(kube, self.clock)
-        writes = Writes(kube, self.ledger, events, self.clock)
+        writes = Writes(kube, self.loop, self.ledger, events, self.clock)
         self.quotas = QuotaStatuses(kube, self.clock)
         self.placing = Placing(
             writes, self.ledger, events, self.workers, self.bursts, self.clock,
@@ -57,6 +63,10 @@ class Controller:
         self.pools = PoolStatuses(kube, events, self.clock)
         self.events = events
         self.heartbeat: float | None = None  # monotonic time the loop last went round
+
+    def close(self) -> None:
+        """Stops the event loop pods are sent on (at the process's clean-up)."""
+        self.loop.close()
 
     @property
     def behind(self) -> bool:

@@ -17,7 +17,7 @@ from tessera.controller.ledger import Ledger
 from tessera.controller.preemption import evict
 from tessera.controller.repairs import record_repair, repairs
 from tessera.controller.specs import parse_spec
-from tessera.controller.threads import Workers, guard
+from tessera.controller.threads import Workers, guard, guarded
 from tessera.controller.writes import Writes
 from tessera.errors import Conflict
 from tessera.world.facts import ObjectFacts, fingerprint
@@ -37,7 +37,7 @@ log = logging.getLogger("tessera.controller")
 
 class Placing:
     """Plans, then acts on each decision: a placement's pods are created first (in a burst,
-    by the senders while the loop goes on), then its status written; a waiting workload's
+    on the event loop while the cycles go on), then its status written; a waiting workload's
     status says why it waits. Remembers when each unplaced workload was first seen."""
 
     def __init__(
@@ -118,11 +118,11 @@ class Placing:
         """Records each decision. Decided together over one snapshot; written concurrently
         (each to its own object). Every placement's pods go out first, then (outside a
         burst) the decisions: no pod waits for another workload's status write. In a burst
-        the cycle does not wait for the pods: the senders create them while the loop decides
-        the next arrivals. There a placement only builds its pods and queues them, CPU work
-        done on this thread: on the writer threads it fought the senders for the GIL (over a
-        stub API, 290 us of CPU a pod against 214). The waiting workloads' status writes go
-        out after them."""
+        the cycle does not wait for the pods: the event loop creates them while the cycle
+        decides the next arrivals. There a placement only builds its pods and queues them,
+        CPU work done on this thread: on the writer threads it fought the senders for the
+        GIL (over a stub API, 290 us of CPU a pod against 214). The waiting workloads'
+        status writes go out after them."""
         pods = sum(len(d.nodes) for d in decisions if d.placed)
         at = self.clock.monotonic()
         since = min(
@@ -200,12 +200,12 @@ class Placing:
         # burst it is minus infinity: due at once, whatever the next cycles are.
         entry = self.ledger.decide(facts, placed, status, math.inf if burst else -math.inf)
 
-        def deliver() -> None:
+        async def deliver() -> None:
             try:
                 created = True
                 for i, (_, send) in enumerate(sends):
                     try:
-                        created = send() and created
+                        created = await send() and created
                     except Exception:
                         for key, _ in sends[i + 1 :]:
                             self.ledger.unclaim(key)
@@ -218,9 +218,9 @@ class Placing:
                     self.ledger.sent(facts.key, entry, self.clock.monotonic())
 
         if burst:
-            self.workers.send(lambda: guard("Workload", deliver))
-        else:
-            deliver()  # in this writer: the decision is written once every pod is sent
+            self.workers.send(lambda: guarded("Workload", deliver()))
+        else:  # this writer waits: the decision is written once every pod is sent
+            self.writes.run(deliver())
 
     def _evict(self, world: World, decision: placement.Decision, now: datetime) -> None:
         evicted = evict(world, decision, now, self.writes, self.ledger, self.events)

@@ -1,11 +1,12 @@
 """The writes every phase makes: a Workload's status and a replica's pod, each recorded in
-the ledger as it goes out. API calls only through tessera.k8s; decides nothing."""
+the ledger as it goes out. API calls only through tessera.k8s (pod creates: on the event loop
+of tessera.k8s_aio); decides nothing."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 from tessera import api, rendezvous, runtime
 from tessera.controller.clock import Clock
@@ -13,18 +14,25 @@ from tessera.controller.events import Events
 from tessera.controller.ledger import Ledger
 from tessera.errors import ApiError
 from tessera.k8s import Kube
+from tessera.k8s_aio import AsyncKube
 from tessera.world.facts import ObjectFacts, Placed, PodFacts
 from tessera.world.snapshot import World
 
-# A replica's pod, claimed: its key and the request that creates it (True: created).
-Claimed = tuple[str, Callable[[], bool]]
+T = TypeVar("T")
+
+# A replica's pod, claimed: its key and the coroutine that creates it (True: created), run on
+# the event loop (Workers.send, or Writes.run from a thread).
+Claimed = tuple[str, Callable[[], Coroutine[Any, Any, bool]]]
 
 
 class Writes:
     """Status patches and pod creates and deletes, with their ledger entries."""
 
-    def __init__(self, kube: Kube, ledger: Ledger, events: Events, clock: Clock) -> None:
-        self.kube, self.ledger, self.events, self.clock = kube, ledger, events, clock
+    def __init__(
+        self, kube: Kube, loop: AsyncKube, ledger: Ledger, events: Events, clock: Clock
+    ) -> None:
+        self.kube, self.loop, self.ledger, self.events = kube, loop, ledger, events
+        self.clock = clock
         self._services: set[str] = set()  # uids whose Service exists, not yet in status
         # (namespace, name, workload uid) of the ResourceClaimTemplates made by this process
         self._templates: set[tuple[str, str, str]] = set()
@@ -122,10 +130,10 @@ class Writes:
                 claims_from,
             )
 
-            def send() -> bool:
+            async def send() -> bool:
                 ledger.sending(key, facts.key, clock.monotonic())
                 try:
-                    created = self._create(facts, pod)
+                    created = await self._create(facts, pod)
                 except Exception:
                     ledger.unclaim(key)  # not created: the next cycle tries again
                     raise
@@ -141,12 +149,16 @@ class Writes:
 
         return claim
 
-    def _create(self, facts: ObjectFacts, pod: dict[str, Any]) -> bool:
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Runs a coroutine (a claimed pod's send) on the event loop and waits for it."""
+        return self.loop.run(coro)
+
+    async def _create(self, facts: ObjectFacts, pod: dict[str, Any]) -> bool:
         """Creates one pod. A refusal (a 4xx: quota, admission) is recorded for the
         workload's status and becomes a Warning event, so the user sees it with `kubectl
         get -o wide` and `kubectl describe`; the pod is sent again every REFUSED_RETRY."""
         try:
-            return self.kube.create_pod(pod)
+            return await self.loop.create_pod(pod)
         except ApiError as err:
             name = pod["metadata"]["name"]
             message = f"pod {name} {'refused' if err.refusal else 'failed'}: {err.message}"
