@@ -7,6 +7,8 @@ from builders import NOW, pool, snapshot, workload
 
 from tessera.placement import plan
 from tessera.placement.contention import Demand, shadow_prices
+from tessera.placement.cycle import Misses
+from tessera.placement.decision import Decision
 
 
 def test_no_contention_no_price() -> None:
@@ -64,3 +66,12 @@ def test_contention_never_changes_who_is_placed() -> None:
     d = {x.name: x for x in plan(queue, snap, NOW)}
     assert {n for n, x in d.items() if x.placed} == {"a", "b"}
     assert (d["a"].pool, d["b"].pool) == ("a100", "h100")
+
+
+def test_a_priced_pass_is_given_up_once_it_leaves_more_admitted_waiting_than_allowed() -> None:
+    admitted = {("team", "a"), ("team", "b")}
+    misses = Misses(admitted, allowed=1)
+    waiting = [Decision(namespace="team", name=n, placed=False) for n in ("a", "b", "c")]
+    assert not misses.exceeded(waiting[2])  # not admitted by the first pass: no miss
+    assert not misses.exceeded(waiting[0])  # one admitted waits: allowed
+    assert misses.exceeded(waiting[1])  # two: given up
