@@ -751,7 +751,17 @@ def side(pods: int, created: float, p99: float, operator: float, **over: Any) ->
         "operatorPodsCreatedPerSecond": created,
         "createdToBound": {"p50": p99 / 2, "p99": p99},
         "cpuSeconds": {"byProcess": {"kube-apiserver": 1.0, "operator": operator}},
-        "apiWrites": {"operator": {"total": pods + 10}, "operatorLists": 0},
+        "apiWrites": {
+            "operator": {
+                "total": pods + 13,
+                "byCategory": {
+                    "pod create": pods,
+                    "workload status patch": 10,
+                    "pool status patch": 3,
+                },
+            },
+            "operatorLists": 0,
+        },
         "operatorPeakRssMB": 120.0,
     }
     return out | over
@@ -807,11 +817,32 @@ def test_targets_set_tessera_against_the_floor_of_the_same_repeat() -> None:
     assert cpu["measured"] == 0.2 and cpu["verdict"] == "met"  # 10.2 ms against 10.0 ms
     writes = rows["operator writes per Workload to Running, gangs"]
     assert writes["threshold"] == "<= pods + 1 = 5.00" and writes["measured"] == 5.0
+    assert "the pools' status patches apart: 3 in the phase" in writes["baseline"]
     assert rows["operator peak RSS, a backlog of 10 pending"]["verdict"] == "met"
     assert {t["verdict"] for t in rows.values()} == {"met"}
     assert len(rows) == 17
     table = fleet_report.table(fleet_targets.targets(result()))
     assert "0.95 [0.95, 0.95]" in table and "met" in table
+
+
+def test_a_workloads_writes_count_its_events_and_not_the_pools() -> None:
+    reps = [repeat(k) for k in range(5)]
+    for rep in reps:
+        rep["tessera"]["singles"]["apiWrites"]["operator"]["byCategory"]["event"] = 2
+    writes = targets(result(reps))["operator writes per Workload to Running, singles"]
+    assert writes["measured"] == 2.2 and writes["verdict"] == "not met"  # (10 + 10 + 2) / 10
+
+
+def test_exactly_pods_plus_one_writes_meets_the_target_whatever_the_rounding() -> None:
+    reps = [repeat(k) for k in range(5)]
+    for rep in reps:  # 1,000 pods in 215 gangs: 1,215 / 215 = 5.65116...
+        gangs = rep["tessera"]["gangs"]
+        gangs.update(workloads=215, pods=1000)
+        gangs["apiWrites"]["operator"]["byCategory"].update(
+            {"pod create": 1000, "workload status patch": 215}
+        )
+    writes = targets(result(reps))["operator writes per Workload to Running, gangs"]
+    assert writes["verdict"] == "met", writes
 
 
 def test_a_spread_across_the_target_is_undecided_and_one_beyond_it_not_met() -> None:
