@@ -984,3 +984,11 @@ def test_a_pod_is_pinned_by_a_match_fields_term_on_its_node_name() -> None:
     assert fleet_kill.pinned(pod({"matchFields": [name], "matchExpressions": [pool]}))
     assert not fleet_kill.pinned(pod({"matchExpressions": [pool]}))
     assert not fleet_kill.pinned({"spec": {}})
+
+
+def test_results_keep_each_list_of_numbers_on_one_line() -> None:
+    result = {"samples": [0.5, 1, -2.25, 1e-05], "names": ["a", "b"], "empty": [], "n": 3}
+    text = fleet_bench.dump(result)
+    assert json.loads(text) == result
+    assert '"samples": [0.5, 1, -2.25, 1e-05]' in text
+    assert '"a",' in text and "\n" in text.split('"names": [')[1].split("]")[0]  # not numbers
