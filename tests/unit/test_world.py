@@ -28,6 +28,7 @@ from tessera.world.pacing import (
     PROGRESS_EVERY,
     QUIET_AFTER_BURST,
     SLOW_START,
+    Bursts,
     CountsWrite,
     RecentPlacements,
     bursting,
@@ -612,6 +613,29 @@ def test_after_a_burst_a_starting_decision_waits_for_quiet_not_a_running_one() -
     # A decision made outside any burst is written at once (its age is infinite).
     assert first_write_due(math.inf, burst=False)
     assert first_write_due(math.inf, burst=False, quiet=0.0)
+
+
+def test_the_quiet_after_a_burst_restarts_while_its_pods_still_come_up() -> None:
+    """At 5,000 nodes a burst's pods ran up to 130 s after their Workloads were created: a
+    held decision whose pods still start waits while other held decisions' pods are seen
+    running, not only QUIET_AFTER_BURST after the burst's end (then it was written twice,
+    Placed and moments later Running)."""
+    bursts, sent = Bursts(), 1.0
+    assert bursts.placed(0.0, 100)  # a burst
+    assert not bursts.placed(2.0, 0)  # over: it ended at 2.0
+    assert bursts.ended == 2.0
+    assert not bursts.first_write_due(2.0 + QUIET_AFTER_BURST - 0.1, sent)
+    assert bursts.first_write_due(2.0 + QUIET_AFTER_BURST, sent)  # no pods seen running since
+    bursts.ran(20.0)  # another held decision's pods run
+    assert not bursts.first_write_due(2.0 + QUIET_AFTER_BURST, sent)  # starting, not stuck
+    assert not bursts.first_write_due(20.0 + QUIET_AFTER_BURST - 0.1, sent)
+    assert bursts.first_write_due(20.0 + QUIET_AFTER_BURST, sent)  # nothing ran for a while
+    assert bursts.first_write_due(21.0, sent, api.Phase.RUNNING.value)  # its own run: at once
+    bursts.ran(10.0)  # an older sighting never moves the quiet back
+    assert bursts.first_write_due(20.0 + QUIET_AFTER_BURST, sent)
+    bursts.ran(400.0)
+    assert bursts.first_write_due(sent + BURST_WRITE_AFTER, sent)  # never past the cap
+    assert bursts.first_write_due(400.0, sent, news=True)  # bad news: at once
 
 
 @given(

@@ -377,6 +377,8 @@ class Lifecycle:
             # Nothing to tell but that the pods start or run: the write waits for the pods
             # to run, and in a burst for the burst's end (tessera.world.pacing).
             news = refused is not None or any(p.unschedulable_since for p in current.values())
+            if status["phase"] == api.Phase.RUNNING.value:
+                self.bursts.ran(at)  # the burst's pods still come up: the rest are starting
             if not self.bursts.first_write_due(at, unwritten[1], status["phase"], news):
                 return
             status = {**unwritten[0], **status}
