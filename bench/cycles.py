@@ -31,6 +31,7 @@ import fleet as fleet_desc  # noqa: E402  (hack/fleet.py)
 import fleet_measure as m  # noqa: E402
 import fleet_report as report  # noqa: E402
 import fleet_specs as specs  # noqa: E402
+from tessera import api  # noqa: E402
 from tessera.controller.pipeline import Controller  # noqa: E402
 from tessera.world.facts import ObjectFacts, PodFacts, node_facts, object_facts, pod_facts  # noqa: E402
 
@@ -107,6 +108,7 @@ class Caches:
         self.pools: dict[str, ObjectFacts] = {}
         for body in copy.deepcopy(self.pool_bodies):
             body["metadata"].update(uid=body["metadata"]["name"], resourceVersion="1", generation=1)
+            body["metadata"]["finalizers"] = [api.POOL_FINALIZER]  # as the operator keeps them
             self.pools[body["metadata"]["name"]] = object_facts(body)
         self.workloads: dict[str, ObjectFacts] = {}
         self.pods: dict[str, PodFacts] = {}

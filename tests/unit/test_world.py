@@ -463,8 +463,9 @@ def test_a_pool_status_write_keeps_the_cached_membership_and_resolution() -> Non
 
 
 def test_a_node_state_is_reused_while_its_node_and_free_devices_stay_the_same() -> None:
-    """Placement's NodeStates are carried from World to World: a burst's cycle changes a
-    few nodes of thousands, and only those are built again."""
+    """Placement's NodeStates are carried from World to World: a burst's cycle changes the
+    devices in use on a few nodes of thousands, and only those are built again; a node's
+    facts changing (its pool resolved again), or placement idle, builds them all again."""
 
     def node(name: str, devices: str = "8") -> Any:
         return node_facts(
@@ -485,21 +486,28 @@ def test_a_node_state_is_reused_while_its_node_and_free_devices_stay_the_same() 
     )
     cache = WorldCache()
 
-    def states(nodes: dict[str, Any]) -> dict[str, Any]:
-        world = World(nodes=nodes, pods=[], pools={"h100": pool}, workloads={}, namespaces={},
-                      cache=cache)  # fmt: skip
+    def states(nodes: dict[str, Any], pods: list[PodFacts] | None = None) -> dict[str, Any]:
+        world = World(nodes=nodes, pods=pods or [], pools={"h100": pool}, workloads={},
+                      namespaces={}, cache=cache)  # fmt: skip
         return {n.name: n for p in world.snapshot().pools for n in p.nodes}
 
     nodes = {"n0": node("n0"), "n1": node("n1"), "n2": node("n2")}
     first = states(nodes)
     again = states(dict(nodes))
     assert all(again[n] is first[n] for n in nodes)
+    bound = dataclasses.replace(pod(0), node="n1", requests={"nvidia.com/gpu": 3})
+    busy = states(nodes, [bound])  # devices taken on n1 alone
+    assert busy["n0"] is first["n0"] and busy["n2"] is first["n2"]
+    assert busy["n1"] is not first["n1"] and busy["n1"].free == 5
+    assert states(nodes, [bound])["n1"] is busy["n1"]  # the same pod: nothing to build
+    assert states(nodes)["n1"].free == 8  # the pod gone: its devices free again
     changed = states({**nodes, "n1": node("n1", devices="4")})
-    assert changed["n0"] is first["n0"] and changed["n2"] is first["n2"]
-    assert changed["n1"] is not first["n1"] and changed["n1"].allocatable == 4
-    assert set(states({"n0": nodes["n0"]})) == {"n0"} and set(cache.states) == {"n0"}
+    assert changed["n1"].allocatable == 4 and changed["n0"] is not first["n0"]
+    assert set(states({"n0": nodes["n0"]})) == {"n0"}
+    kept = states({"n0": nodes["n0"]})["n0"]
+    assert states({"n0": nodes["n0"]})["n0"] is kept
     cache.forget_node_states()
-    assert states({"n0": nodes["n0"]})["n0"] is not first["n0"]
+    assert states({"n0": nodes["n0"]})["n0"] is not kept
 
 
 def test_a_gang_falls_back_once_a_pod_is_unschedulable_or_refused_past_the_limit() -> None:

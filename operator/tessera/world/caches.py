@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tessera.placement.snapshot import NodeState, PoolState, Release
+from tessera.placement.snapshot import PoolState
 from tessera.world.facts import NodeFacts, ObjectFacts, Placed, PodFacts
 
 
@@ -129,14 +129,11 @@ class WorldCache:
     )
     # The last membership, and the nodes (by id(), held by `owners`) it was computed over.
     membership: tuple[dict[int, str], Any] = ({}, None)
-    # Per node: the NodeState placement last saw, with what it was built from (facts, devices,
-    # free devices, releases), reused while those are the same. A burst's cycle changes a few
-    # dozen nodes; building all 5,000 NodeStates each cycle was 14 % of the operator's CPU
-    # in a large singles burst (py-spy). Emptied when placement has nothing to do
-    # (`forget_node_states`): 5,000 NodeStates hold about 2 MB.
-    states: dict[str, tuple[NodeFacts, int, int, tuple[Release, ...], Any, NodeState]] = field(
-        default_factory=dict
-    )
+    # Per pool: the PoolState placement last saw, with what it was built from (its
+    # resolution, its nodes' devices used, promised and coming back, its unfit and gated
+    # nodes), from which World.pool_state builds the next. Emptied when placement has
+    # nothing to do (`forget_node_states`): 5,000 NodeStates hold about 2 MB.
+    pool_states: dict[str, tuple[PoolState, Any, Any, Any, PoolState]] = field(default_factory=dict)
     # Each pool's nodes that take no new pods (and those only tainted), with the membership
     # they were computed over.
     unfit: tuple[Any, dict[str, dict[str, str]], dict[str, dict[str, Any]]] | None = None
@@ -145,4 +142,4 @@ class WorldCache:
     nodes_epoch: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
 
     def forget_node_states(self) -> None:
-        self.states = {}
+        self.pool_states = {}

@@ -18,7 +18,7 @@ from tessera import api, placement
 from tessera.catalog import REFERENCE_MODEL, Accelerator
 from tessera.dra import ClaimFacts, SliceFacts
 from tessera.placement.sharing import Holding, QuotaState
-from tessera.placement.snapshot import NAME_LABEL, PoolState, Release, Taint
+from tessera.placement.snapshot import NAME_LABEL, NodeState, PoolState, Release, Taint
 from tessera.world.caches import PodIndex, WorkloadIndex, WorldCache, add_devices, by_id, changed
 from tessera.world.dra import fold
 from tessera.world.exclusions import active
@@ -133,8 +133,10 @@ class World(Placements):
         self._placed: dict[str, Placed | None] = {}
         self._with_free: dict[str, PoolState] = {}
         layout.base = {name: self._base(name, spec) for name, spec in layout.specs.items()}
-        if len(self.cache.states) > len(self.nodes):  # nodes deleted
-            self.cache.states = {n: s for n, s in self.cache.states.items() if n in self.nodes}
+        if self.cache.pool_states.keys() - layout.base.keys():  # pools gone
+            self.cache.pool_states = {
+                p: s for p, s in self.cache.pool_states.items() if p in layout.base
+            }
         try:
             self._index_workloads(pods_changed)
         except Exception:
@@ -318,41 +320,64 @@ class World(Placements):
         return free_devices(self.nodes[node], resource, self.devices.used, self.devices.reserved)
 
     def pool_state(self, pool: str) -> PoolState:
-        """The pool as placement sees it: its nodes with their free devices now."""
-        first = self.layout.base[pool]
+        """The pool as placement sees it: its nodes with their free devices now. Built from
+        the last World's where it can: while the pool's resolution is the same object (it
+        changes with the spec or a node's facts) and the same nodes take no new pods, only
+        the NodeStates of nodes whose devices used, promised or coming back changed are
+        built again (the World replaces a node's mappings when they change, so identity
+        tells). A burst's cycle changes a few dozen nodes, but in most pools: going over all
+        5,000 nodes of 20 pools to find them unchanged was 30 % of a cycle (cProfile)."""
         if pool in self._with_free:
             return self._with_free[pool]
-        resource = first.accelerator.resource_name
-        states = []
-        cache = self.cache.states
-        nodes, used, reserved = self.nodes, self.devices.used, self.devices.reserved
-        releases_by_node = self.devices.releases
+        first = self.layout.base[pool]
+        members = self.layout.members.get(pool, [])
+        devices = self.devices
         unfit, gated = self.layout.unfit.get(pool, {}), self.layout.gated.get(pool, {})
-        for name in self.layout.members.get(pool, []):
-            node = nodes[name]
-            have = node.allocatable.get(resource, 0)
-            free = min(have, free_devices(node, resource, used, reserved))
-            releases = tuple(releases_by_node.get(name, ()))
-            # True, or the taints that alone keep it out (possibly none: NotReady, cordoned)
-            fit = True if not unfit or name not in unfit else gated.get(name, ())
-            hit = cache.get(name)
-            if (
-                hit is not None
-                and hit[0] is node
-                and hit[1:4] == (have, free, releases)
-                and (hit[4] is fit or hit[4] == fit)
-            ):
-                states.append(hit[5])
-                continue
-            if isinstance(fit, tuple):
-                state = node_state(node, have, free, releases, False, fit)
+        inputs = (
+            tuple(map(devices.used.get, members)),
+            tuple(map(devices.reserved.get, members)),
+            tuple(map(devices.releases.get, members)),
+        )
+        last = self.cache.pool_states.get(pool)
+        if last is not None and last[0] is first and last[2] == unfit and last[3] == gated:
+            old, states = last[1], list(last[4].nodes)
+            # Releases are new lists each World: compared by value.
+            todo = [
+                i
+                for i, (u, r, g, u2, r2, g2) in enumerate(zip(*old, *inputs, strict=True))
+                if u is not u2 or r is not r2 or (g is not g2 and g != g2)
+            ]
+            if not todo:
+                state = last[4]
             else:
-                state = node_state(node, have, free, releases, True)
-            cache[name] = (node, have, free, releases, fit, state)
-            states.append(state)
-        update = {"nodes": tuple(states), "gated": frozenset(gated)}
-        self._with_free[pool] = first.model_copy(update=update)
-        return self._with_free[pool]
+                for i in todo:
+                    states[i] = self._node_state(members[i], first, unfit, gated)
+                update = {"nodes": tuple(states), "gated": frozenset(gated)}
+                state = first.model_copy(update=update)
+        else:
+            states = [self._node_state(name, first, unfit, gated) for name in members]
+            update = {"nodes": tuple(states), "gated": frozenset(gated)}
+            state = first.model_copy(update=update)
+        self.cache.pool_states[pool] = (first, inputs, unfit, gated, state)
+        self._with_free[pool] = state
+        return state
+
+    def _node_state(
+        self,
+        name: str,
+        pool: PoolState,
+        unfit: Mapping[str, str],
+        gated: Mapping[str, tuple[Taint, ...]],
+    ) -> NodeState:
+        """One node of `pool` as placement sees it now."""
+        node, devices = self.nodes[name], self.devices
+        resource = pool.accelerator.resource_name
+        have = node.allocatable.get(resource, 0)
+        free = min(have, free_devices(node, resource, devices.used, devices.reserved))
+        releases = tuple(devices.releases.get(name, ()))
+        if unfit and name in unfit:  # the taints that alone keep it out, or none
+            return node_state(node, have, free, releases, False, gated.get(name, ()))
+        return node_state(node, have, free, releases, True)
 
     def _releases(self, timed: Iterable[str]) -> dict[str, list[Release]]:
         """When devices in use come back, by node: the placed workloads whose run has an
