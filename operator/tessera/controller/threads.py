@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -25,6 +25,14 @@ WRITERS = 32  # concurrent API writes within one cycle (the client's pool is siz
 # queued (beyond that the cycle waits).
 SENDERS = 32
 SEND_QUEUE = 2 * SENDERS
+
+
+def drain(items: list[T]) -> Iterator[T]:
+    """Yields the items in order, each taken out of the list as it is yielded (the list ends
+    empty): an item done with is not held until the last one is (Placing._act)."""
+    items.reverse()
+    while items:
+        yield items.pop()
 
 
 def guard(kind: str, fn: Callable[..., object], *args: Any) -> bool:
