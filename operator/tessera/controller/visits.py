@@ -58,7 +58,8 @@ def signatures(world: World, at: float, seen: Pass, bursts: Bursts) -> Callable[
         if inflight and unwritten is None:
             return None  # our own pods, not yet in the cache
         # A burst's end makes the held first writes due: Running ones at once, the others
-        # once the burst has been over for QUIET_AFTER_BURST (tessera.world.pacing).
+        # once QUIET_AFTER_BURST passes with none of the burst's pods seen starting
+        # (tessera.world.pacing).
         due = unwritten is not None and (active, due_at(at, unwritten[1]))
         # A node deleted, tainted or cordoned (any: its replicas may be lost) or back.
         on = nodes_epoch
