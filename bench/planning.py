@@ -44,6 +44,7 @@ from tessera.placement import (
 )
 
 cycle = importlib.import_module("tessera.placement.cycle")
+passes = importlib.import_module("tessera.placement.passes")
 HERE = Path(__file__).resolve().parent
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 NAMESPACES = [f"team-{i:02d}" for i in range(20)]
@@ -197,9 +198,9 @@ def timed_cycle(queue: Sequence[PendingWorkload], snap: Snapshot) -> dict[str, A
     counts the static evaluations: the distinct keys of the planner's per-kind cache (the
     workload's signature, placement.kinds)."""
     per: dict[str, float] = {}
-    originals: dict[str, Callable[..., Any]] = {
-        n: getattr(cycle, n) for n in ("_static", "_decide", "_auction")
-    }
+    # where plan() and its passes look each up: (module, name)
+    patched = ((cycle, "_static"), (passes, "decide"), (cycle, "_auction"))
+    originals: dict[str, Callable[..., Any]] = {n: getattr(m, n) for m, n in patched}
     auction = [0.0]
     kinds = [0]
 
@@ -214,7 +215,7 @@ def timed_cycle(queue: Sequence[PendingWorkload], snap: Snapshot) -> dict[str, A
 
     def decide(w: PendingWorkload, *a: Any) -> Any:
         t = clock()
-        out = originals["_decide"](w, *a)
+        out = originals["decide"](w, *a)
         per[w.key] = per.get(w.key, 0.0) + clock() - t
         return out
 
@@ -224,15 +225,16 @@ def timed_cycle(queue: Sequence[PendingWorkload], snap: Snapshot) -> dict[str, A
         auction[0] += clock() - t
         return out
 
-    cycle._static, cycle._decide, cycle._auction = static, decide, auction_  # type: ignore[attr-defined]
+    for (module, name), f in zip(patched, (static, decide, auction_), strict=True):
+        setattr(module, name, f)
     try:
         gc.collect()
         t0 = time.perf_counter()
         decisions = plan(queue, snap, NOW)
         total = time.perf_counter() - t0
     finally:
-        for n, f in originals.items():
-            setattr(cycle, n, f)
+        for module, name in patched:
+            setattr(module, name, originals[name])
     lat = sorted(per.values())
     return {
         "seconds": total,

@@ -7,8 +7,8 @@ from builders import NOW, pool, snapshot, workload
 
 from tessera.placement import plan
 from tessera.placement.contention import Demand, shadow_prices
-from tessera.placement.cycle import Misses
 from tessera.placement.decision import Decision
+from tessera.placement.passes import Misses
 
 
 def test_no_contention_no_price() -> None:

@@ -399,7 +399,7 @@ def test_a_quota_is_owed_only_the_pools_its_waiting_work_can_use() -> None:
 def test_a_cycle_looks_for_victims_for_a_bounded_number_of_waiting_workloads() -> None:
     """A backlog of thousands would make every cycle go over every pool's holdings for each;
     the rest look in later cycles."""
-    from tessera.placement.cycle import PREEMPTION_TRIES
+    from tessera.placement.passes import PREEMPTION_TRIES
 
     h100 = pool("h100", 40, 2)
     team = quota("team", 100.0, "team", preemption={"minRuntimeSeconds": 0})
