@@ -194,17 +194,30 @@ def pending_distinct(n: int, rng: random.Random) -> list[PendingWorkload]:
 
 def timed_cycle(queue: Sequence[PendingWorkload], snap: Snapshot) -> dict[str, Any]:
     """Run one plan() with the per-workload work recorded, in CPU time: the static evaluation
-    a workload triggers (first of its kind), plus each pass's decision for it. `kinds`
-    counts the static evaluations: the distinct keys of the planner's per-kind cache (the
-    workload's signature, placement.kinds)."""
+    a workload triggers (first of its kind, and the pools' tests, first of its feasibility
+    key), plus each pass's decision for it. `kinds` counts the static evaluations: the
+    distinct keys of the planner's per-kind cache (the workload's signature,
+    placement.kinds); `tests` the distinct feasibility keys (kinds.feasibility_key)."""
     per: dict[str, float] = {}
     # where plan() and its passes look each up: (module, name)
-    patched = ((cycle, "_static"), (passes, "decide"), (cycle, "_auction"))
+    patched = (
+        (cycle, "feasibility"),
+        (cycle, "_static"),
+        (passes, "decide"),
+        (cycle, "_auction"),
+    )
     originals: dict[str, Callable[..., Any]] = {n: getattr(m, n) for m, n in patched}
     auction = [0.0]
-    kinds = [0]
+    kinds, tests = [0], [0]
 
     clock = time.process_time  # CPU time: on shared cores, wall time counts the others' work
+
+    def tested(w: PendingWorkload, *a: Any) -> Any:
+        tests[0] += 1
+        t = clock()
+        out = originals["feasibility"](w, *a)
+        per[w.key] = per.get(w.key, 0.0) + clock() - t
+        return out
 
     def static(w: PendingWorkload, *a: Any) -> Any:
         kinds[0] += 1
@@ -225,7 +238,7 @@ def timed_cycle(queue: Sequence[PendingWorkload], snap: Snapshot) -> dict[str, A
         auction[0] += clock() - t
         return out
 
-    for (module, name), f in zip(patched, (static, decide, auction_), strict=True):
+    for (module, name), f in zip(patched, (tested, static, decide, auction_), strict=True):
         setattr(module, name, f)
     try:
         gc.collect()
@@ -241,6 +254,7 @@ def timed_cycle(queue: Sequence[PendingWorkload], snap: Snapshot) -> dict[str, A
         "placed": sum(d.placed for d in decisions),
         "waiting": sum(not d.placed for d in decisions),
         "kinds": kinds[0],
+        "tests": tests[0],
         "p50_ms": 1000 * lat[len(lat) // 2],
         "p99_ms": 1000 * lat[int(0.99 * (len(lat) - 1))],
         "max_ms": 1000 * lat[-1],
@@ -281,6 +295,7 @@ def measure(queue: Sequence[PendingWorkload], snap: Snapshot, repeat: int) -> di
         "workloads": len(queue),
         "distinctSpecs": len({id(w.spec) for w in queue}),
         "distinctCacheKeys": first["kinds"],
+        "feasibilityKeys": first["tests"],
         "cycleCpuSeconds": spread(cpu),
         "cycleSeconds": spread(wall),
         "p99DecisionMs": spread([r["p99_ms"] for r in runs]),
@@ -369,7 +384,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, queue in queues.items():
         configs[name] = r = measure(queue, snap, args.repeat)
         c, p = r["cycleCpuSeconds"], r["p99DecisionMs"]
-        print(f"{name}: {r['distinctSpecs']} distinct specs, {r['distinctCacheKeys']} cache keys")
+        print(
+            f"{name}: {r['distinctSpecs']} distinct specs, {r['distinctCacheKeys']} cache keys, "
+            f"{r['feasibilityKeys']} feasibility keys"
+        )
         pd = r["perDecisionMs"]
         print(f"  cycle CPU s, median [min, max]:          {c['median']:.3f} [{c['min']:.3f}, "
               f"{c['max']:.3f}]")  # fmt: skip

@@ -1,6 +1,7 @@
 """The cycle's fast feasibility test (feasibility.feasible) says what static_reasons says:
 a pool is feasible exactly when static_reasons finds no reason, whatever the pool and the
-workload; the cycle writes the reasons of the pools ruled out only."""
+workload; the cycle writes the reasons of the pools ruled out only. Kinds that differ only
+in how they score share one test of the pools (kinds.feasibility_key)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from hypothesis import strategies as st
 from tessera import api
 from tessera.placement import NodeState, PendingWorkload, PoolState, PoolView, pool_state
 from tessera.placement.feasibility import feasible, static_reasons
+from tessera.placement.kinds import feasibility, feasibility_key, signature, static
 from tessera.placement.snapshot import Taint
+from tessera.placement.state import PoolWork
 
 MODELS = ["H100-SXM5-80GB", "A100-SXM4-40GB", "L4", "MI300X", "TPU-v5e", "T4", "no-such-model"]
 NAMESPACES = {"team-a": {"tier": "gold"}, "team-b": {"tier": "bronze"}}
@@ -102,3 +105,79 @@ def test_feasible_counts_the_tainted_nodes_a_workload_tolerates() -> None:
                 spec_ = w.spec.model_copy(update={"template": template})
                 w = w.model_copy(update={"spec": spec_, "created_at": NOW})
             assert feasible(w, view, {}) == (not static_reasons(w, view, {})), (count, tolerate)
+
+
+def _work(states: list[PoolState]) -> list[PoolWork]:
+    """Working states as plan() makes them (only the views are read here)."""
+    return [PoolWork(view=PoolView.of(s), fit=None, releases=[]) for s in states]  # type: ignore[arg-type]
+
+
+@st.composite
+def rescored(draw: st.DrawFn, w: PendingWorkload) -> PendingWorkload:
+    """The workload with everything that only scores it drawn again: objective, weights,
+    profile, measured throughputs, priority, duration, and its name."""
+    weights = draw(
+        st.none() | st.fixed_dictionaries({"performance": st.floats(0, 1), "cost": st.floats(0, 1)})
+    )
+    throughput = draw(st.dictionaries(st.sampled_from(MODELS[:-1]), st.floats(0.5, 4), max_size=3))
+    need = w.spec.accelerator.model_copy(
+        update={
+            "profile": draw(st.sampled_from(list(api.Profile))),
+            "throughput": throughput,
+        }
+    )
+    spec = w.spec.model_copy(
+        update={
+            "objective": draw(st.sampled_from(list(api.Objective))),
+            "weights": None if weights is None else api.Weights.model_validate(weights),
+            "priority": draw(st.integers(0, 100)),
+            "estimated_duration": draw(st.sampled_from([None, "1h", "2d"])),
+            "accelerator": need,
+        }
+    )
+    return w.model_copy(update={"spec": spec, "name": "other"})
+
+
+@SETTINGS
+@given(st.lists(pools(), min_size=1, max_size=4, unique_by=lambda p: p.name), st.data())
+def test_kinds_that_differ_only_in_scoring_share_the_pools_tests(
+    states: list[PoolState], data: st.DataObject
+) -> None:
+    w = data.draw(workloads())
+    other = data.draw(rescored(w))
+    labels = NAMESPACES[w.namespace]
+    work = _work(states)
+    closed = tuple(p.view.name for p in work if not p.view.allows_namespace(w.namespace, labels))
+    assert feasibility_key(w, closed) == feasibility_key(other, closed)
+    tested = feasibility(w, work, labels)
+    assert feasibility(other, work, labels) == tested
+    # what the cycle builds from the shared test is what it builds from its own
+    shared, own = static(other, work, labels, tested), static(other, work, labels)
+    assert (shared.scored, shared.misses, shared.unlocked) == (own.scored, own.misses, own.unlocked)
+    assert (shared.ruled_out_count, shared.chosen_away) == (own.ruled_out_count, own.chosen_away)
+
+
+def test_a_field_that_rules_pools_out_tells_feasibility_keys_apart() -> None:
+    """Each field feasible() reads changes the key: a kind must never borrow another's test."""
+    base = workload(count=2, replicas=2)
+    changed = [
+        workload(count=4, replicas=2),
+        workload(count=2, replicas=3),
+        workload(count=2, replicas=2, minMemoryGiB=80),
+        workload(count=2, replicas=2, precision="fp8"),
+        workload(count=2, replicas=2, vendors=["amd"]),
+        workload(count=2, replicas=2, models=["L4"]),
+        workload(count=2, replicas=2, excludeModels=["L4"]),
+        workload(count=2, replicas=2, pools=["p1"]),
+        workload(count=2, replicas=2, features=["nvlink"]),
+        workload(count=2, replicas=2, software={"cuda": ">=12.1"}),
+        workload(count=2, replicas=2, excluded=["p1"]),
+    ]
+    template = {"spec": {**base.spec.template["spec"], "tolerations": [{"operator": "Exists"}]}}
+    tolerant = base.spec.model_copy(update={"template": template})
+    changed.append(base.model_copy(update={"spec": tolerant}))
+    keys = {feasibility_key(w, ()) for w in changed}
+    assert len(keys) == len(changed) and feasibility_key(base, ()) not in keys
+    assert feasibility_key(base, ("p1",)) != feasibility_key(base, ())
+    # and a kind (the per-kind cache) is finer than its feasibility key
+    assert signature(base, ()) != signature(changed[0], ())

@@ -12,6 +12,7 @@ from tessera.placement import explain
 from tessera.placement.contention import Demand, shadow_prices
 from tessera.placement.decision import Decision
 from tessera.placement.fit import NodeFit
+from tessera.placement.kinds import Feasibility, feasibility, feasibility_key
 from tessera.placement.kinds import signature as _signature
 from tessera.placement.kinds import static as _static
 from tessera.placement.passes import Misses, preempt, run_pass
@@ -81,6 +82,7 @@ def plan(
     untouched = _pools(snapshot, now)  # the auction reads it, then the second pass takes it
     pools = _copies(untouched)
     statics: dict[tuple[object, ...], Static] = {}
+    tests: dict[tuple[object, ...], Feasibility] = {}  # the pools' tests, shared by kinds
     closed: dict[str, tuple[str, ...]] = {}
     queue = []
     for w in sorted(pending, key=_order_key):
@@ -92,7 +94,11 @@ def plan(
         sig = _signature(w, closed[w.namespace])
         st = statics.get(sig)
         if st is None:
-            st = statics[sig] = _static(w, pools, ns_labels)
+            key = feasibility_key(w, closed[w.namespace])
+            tested = tests.get(key)
+            if tested is None:
+                tested = tests[key] = feasibility(w, pools, ns_labels)
+            st = statics[sig] = _static(w, pools, ns_labels, tested)
         queue.append((w, st, ns_labels))
     sharing = None
     if snapshot.quotas:

@@ -5,6 +5,7 @@ scores, nearest misses). Pure; imports tessera.api and the placement modules onl
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from tessera.placement.feasibility import feasible as is_feasible
 from tessera.placement.feasibility import selection_reasons, static_reasons
@@ -41,6 +42,30 @@ def signature(w: PendingWorkload, closed: tuple[str, ...]) -> tuple[object, ...]
     )
 
 
+def feasibility_key(w: PendingWorkload, closed: tuple[str, ...]) -> tuple[object, ...]:
+    """The part of the signature that decides which pools are feasible, near misses or
+    chosen away (feasibility.feasible, selection_reasons): kinds that differ only in how
+    they score (objective, weights, profile, measured throughput) share it. With every
+    spec its own kind (measured throughputs per team), the pools' tests were a third of
+    a 10,000-workload cycle; the distinct keys are a few hundred."""
+    need, spec = w.spec.accelerator, w.spec
+    return (
+        closed,
+        tuple(sorted(w.excluded_pools.items())),
+        spec.replicas,
+        need.count,
+        need.min_memory_gib,
+        need.precision,
+        tuple(need.vendors),
+        tuple(need.models),
+        tuple(need.exclude_models),
+        tuple(need.pools),
+        tuple(need.features),
+        tuple(sorted(need.software.items())),
+        tolerations_key(w),
+    )
+
+
 def tolerations_key(w: PendingWorkload) -> tuple[object, ...]:
     """The template's tolerations, comparable: they decide which tainted nodes it may use."""
     tolerations = w.tolerations
@@ -49,11 +74,20 @@ def tolerations_key(w: PendingWorkload) -> tuple[object, ...]:
     return tuple(sorted(tuple(sorted((k, str(v)) for k, v in t.items())) for t in tolerations))
 
 
-def static(w: PendingWorkload, pools: Sequence[PoolWork], ns_labels: Mapping[str, str]) -> Static:
-    """The near misses are the infeasible pools the workload's own selection lets through
-    (a pool short of memory or fp8 says something); pools it chose away are listed only
-    when no pool passes that selection. "vendor amd is not allowed" for every AMD pool
-    would say nothing the spec does not, and make every status write larger."""
+@dataclass(frozen=True, slots=True)
+class Feasibility:
+    """Which pools one feasibility key may use, and why the others are out (in pool order)."""
+
+    feasible: tuple[PoolView, ...]
+    near: tuple[PoolView, ...]  # infeasible, though the workload's own selection allows them
+    away: tuple[PoolView, ...]  # chosen away by its own pools, vendors, models
+    unlocked: dict[str, frozenset[str]]  # per pool, the tainted nodes its tolerations unlock
+
+
+def feasibility(
+    w: PendingWorkload, pools: Sequence[PoolWork], ns_labels: Mapping[str, str]
+) -> Feasibility:
+    """Every pool tested for a workload: what is shared by its feasibility_key."""
     feasible: list[PoolView] = []
     near: list[PoolView] = []
     away: list[PoolView] = []
@@ -62,26 +96,43 @@ def static(w: PendingWorkload, pools: Sequence[PoolWork], ns_labels: Mapping[str
             feasible.append(p.view)
         else:
             (away if selection_reasons(w, p.view) else near).append(p.view)
+    gated = [p.view for p in pools if p.view.gated]
+    tolerations = w.tolerations if gated else ()
+    unlocked = {view.name: u for view in gated if (u := view.unlocked(tolerations))}
+    return Feasibility(tuple(feasible), tuple(near), tuple(away), unlocked)
+
+
+def static(
+    w: PendingWorkload,
+    pools: Sequence[PoolWork],
+    ns_labels: Mapping[str, str],
+    tested: Feasibility | None = None,
+) -> Static:
+    """The near misses are the infeasible pools the workload's own selection lets through
+    (a pool short of memory or fp8 says something); pools it chose away are listed only
+    when no pool passes that selection. "vendor amd is not allowed" for every AMD pool
+    would say nothing the spec does not, and make every status write larger.
+    `tested`: the pools' tests for its feasibility key, when another kind made them."""
+    if tested is None:
+        tested = feasibility(w, pools, ns_labels)
+    feasible, near, away = tested.feasible, tested.near, tested.away
     scored = score(w.spec, feasible)
     best = max((s.throughput for s in scored), default=0.0)
     shape = (w.spec.replicas, w.spec.accelerator.count)
     wp, wc, we = weights_for(w.spec)
     cost_only = wc > 0 and wp == 0 and we == 0
-    gated = [p.view for p in pools if p.view.gated]
-    tolerations = w.tolerations if gated else ()
-    unlocked = {view.name: u for view in gated if (u := view.unlocked(tolerations))}
 
     def reasons(view: PoolView) -> int:
         return len(static_reasons(w, view, ns_labels))
 
     return Static(
         scored,
-        tuple(near if feasible or near else away),
+        near if feasible or near else away,
         len(near) + len(away),
         len(away),
         best,
         shape,
         cost_only,
-        unlocked=unlocked,
+        unlocked=dict(tested.unlocked),
         reasons=reasons,
     )
