@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,19 +26,6 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 30) -> Any:
             return value
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-@pytest.fixture
-def kube(cluster: Any) -> Kube:
-    return Kube.connect(str(cluster.kubeconfig))
-
-
-@pytest.fixture
-def namespace(kube: Kube) -> Iterator[str]:
-    name = f"inf-{uuid.uuid4().hex[:8]}"
-    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
-    yield name
-    kube.request("DELETE", f"/api/v1/namespaces/{name}")
 
 
 def pod(name: str, devices: int) -> dict[str, Any]:

@@ -4,7 +4,6 @@ an unreachable server into the same errors as tessera.k8s."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,23 +15,10 @@ from tessera.k8s_aio import AsyncKube
 
 
 @pytest.fixture
-def kube(cluster: Any) -> Kube:
-    return Kube.connect(str(cluster.kubeconfig))
-
-
-@pytest.fixture
 def loop(kube: Kube) -> Iterator[AsyncKube]:
     sender = AsyncKube(kube, 4)
     yield sender
     sender.close()
-
-
-@pytest.fixture
-def namespace(kube: Kube) -> Iterator[str]:
-    name = f"aio-{uuid.uuid4().hex[:8]}"
-    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
-    yield name
-    kube.request("DELETE", f"/api/v1/namespaces/{name}")
 
 
 def pod(namespace: str, name: str) -> dict[str, Any]:
