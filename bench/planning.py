@@ -2,11 +2,11 @@
 workloads, twice: drawn from 400 specs (--templates), and each with a spec of its own (all
 distinct: no per-kind cache shared); each repeated (--repeat), with median, min and max of
 the cycle's CPU time and of the p99 per-decision latency.
-The collector runs as in the operator (tessera.controller.GC_YOUNG new objects between young
-collections, not Python's 700): at 700 it took 2.8 s of an 8.5 s all-distinct cycle, a cost
-the operator does not pay.
-Bench only: imports tessera.api, tessera.catalog, tessera.placement and the operator's GC
-setting; standard library else.
+The collector runs as in the operator (tessera.controller.collector): GC_YOUNG new objects
+between young collections, not Python's 700 (at 700 it took 2.8 s of an 8.5 s all-distinct
+cycle), and paused while plan() runs.
+Bench only: imports tessera.api, tessera.catalog, tessera.placement and the operator's
+collector settings; standard library else.
 
 Run: .venv/bin/python bench/planning.py [--nodes 5000 --pools 50 --workloads 10000 --repeat 5];
 writes bench/results/planning.json (--decisions FILE: both runs' decisions, to compare).
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tessera import api, catalog
-from tessera.controller import GC_YOUNG
+from tessera.controller.collector import GC_YOUNG, paused
 from tessera.placement import (
     NodeState,
     PendingWorkload,
@@ -243,7 +243,8 @@ def timed_cycle(queue: Sequence[PendingWorkload], snap: Snapshot) -> dict[str, A
     try:
         gc.collect()
         t0 = time.perf_counter()
-        decisions = plan(queue, snap, NOW)
+        with paused():
+            decisions = plan(queue, snap, NOW)
         total = time.perf_counter() - t0
     finally:
         for module, name in patched:
@@ -287,7 +288,8 @@ def measure(
     for i in range(repeat):
         gc.collect()
         t, c = time.perf_counter(), time.process_time()
-        plan(queue, snap, NOW)
+        with paused():
+            plan(queue, snap, NOW)
         wall.append(time.perf_counter() - t)
         cpu.append(time.process_time() - c)
         run = timed_cycle(queue, snap)
@@ -298,7 +300,8 @@ def measure(
         runs.append(run)
     gc.collect()
     tracemalloc.start()
-    plan(queue, snap, NOW)
+    with paused():
+        plan(queue, snap, NOW)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     first = runs[0]

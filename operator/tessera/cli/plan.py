@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from tessera import api, placement
 from tessera.cli.live import BAD, NO, OK, Failed, add_output, connect, emit, guarded, world
+from tessera.controller import collector
 from tessera.errors import ApiError, ClusterUnreachable
 from tessera.placement.explain import hours
 from tessera.world.facts import TERMINAL, validation_message
@@ -151,7 +152,8 @@ def what_if(world: World, target: placement.PendingWorkload, now: datetime) -> p
     """The decision for `target` in a plan over the live World, behind the workloads already
     waiting (its own waiting self replaced), every pool listed."""
     pending = [*queue(world, now, leave_out=target.key), target]
-    decisions = placement.plan(pending, world.snapshot(), now, shown=None)
+    with collector.paused():  # as the operator plans
+        decisions = placement.plan(pending, world.snapshot(), now, shown=None)
     return next(d for d in decisions if (d.namespace, d.name) == (target.namespace, target.name))
 
 

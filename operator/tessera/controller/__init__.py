@@ -15,6 +15,7 @@ from typing import Any
 import kopf
 
 from tessera import catalog, metrics
+from tessera.controller.collector import GC_YOUNG
 from tessera.controller.informers import Informers
 from tessera.controller.leadership import Leader
 from tessera.controller.pipeline import Controller
@@ -37,7 +38,6 @@ PERIOD = 0.5
 # creation to its pod's creation, less the floor's in the same run, fell from 0.72-1.80 s
 # (median 0.85) to -0.18-0.72 s (median 0.43).
 PLACING_PERIOD = 0.2
-GC_YOUNG = 50_000  # new objects between young collections, not Python's 700 (see start_loop)
 
 
 def release_free_memory() -> None:

@@ -10,6 +10,7 @@ from collections import Counter
 from datetime import datetime
 
 from tessera import api, metrics, placement
+from tessera.controller import collector
 from tessera.controller.clock import Clock
 from tessera.controller.events import Events
 from tessera.controller.fallback import moves, record_move
@@ -92,7 +93,8 @@ class Placing:
                 *(m.pending for m in moving.values()),
                 *(r.pending for r in fixing.values()),
             ]
-            decisions = placement.plan(everything, world.snapshot(), now)
+            with collector.paused():  # a plan leaves no garbage cycles, only live objects
+                decisions = placement.plan(everything, world.snapshot(), now)
         del pending, everything  # each decision holds its own, released as it is recorded
         moved = [(moving[k], d) for d in decisions if (k := f"{d.namespace}/{d.name}") in moving]
         fixed = [(fixing[k], d) for d in decisions if (k := f"{d.namespace}/{d.name}") in fixing]
