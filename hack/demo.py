@@ -308,14 +308,15 @@ def objective(spec: dict[str, Any]) -> str:
 
 
 def runner_up(status: dict[str, Any]) -> str:
-    """The best candidate other than the chosen pool: its score, or why it was not chosen."""
+    """The best candidate other than the chosen pool: its score and why it was not chosen
+    (no room now, or, with a better score and room, that it would finish much later)."""
     others = [c for c in status.get("candidates") or [] if c.get("pool") != status.get("pool")]
     if not others:
         return "- (no other pool passes its selection)"
     c = others[0]
     if c.get("feasible"):
         text = f"{c['pool']} ({c.get('score', 0):.1f})"
-        if not c.get("fitsNow") and c.get("reasons"):
+        if c.get("reasons"):
             text += f": {c['reasons'][0]}"
         return clip(text)
     reasons = c.get("reasons") or ["infeasible"]
