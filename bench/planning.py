@@ -208,29 +208,22 @@ def timed_cycle(queue: Sequence[PendingWorkload], snap: Snapshot) -> dict[str, A
     )
     originals: dict[str, Callable[..., Any]] = {n: getattr(m, n) for m, n in patched}
     auction = [0.0]
-    kinds, tests = [0], [0]
+    calls: dict[str, int] = {}
 
     clock = time.process_time  # CPU time: on shared cores, wall time counts the others' work
 
-    def tested(w: PendingWorkload, *a: Any) -> Any:
-        tests[0] += 1
-        t = clock()
-        out = originals["feasibility"](w, *a)
-        per[w.key] = per.get(w.key, 0.0) + clock() - t
-        return out
+    def per_workload(name: str) -> Callable[..., Any]:
+        """The original, its CPU time added to that of the workload it is called for."""
+        original = originals[name]
 
-    def static(w: PendingWorkload, *a: Any) -> Any:
-        kinds[0] += 1
-        t = clock()
-        out = originals["_static"](w, *a)
-        per[w.key] = per.get(w.key, 0.0) + clock() - t
-        return out
+        def timed(w: PendingWorkload, *a: Any) -> Any:
+            calls[name] = calls.get(name, 0) + 1
+            t = clock()
+            out = original(w, *a)
+            per[w.key] = per.get(w.key, 0.0) + clock() - t
+            return out
 
-    def decide(w: PendingWorkload, *a: Any) -> Any:
-        t = clock()
-        out = originals["decide"](w, *a)
-        per[w.key] = per.get(w.key, 0.0) + clock() - t
-        return out
+        return timed
 
     def auction_(*a: Any) -> Any:
         t = clock()
@@ -238,7 +231,8 @@ def timed_cycle(queue: Sequence[PendingWorkload], snap: Snapshot) -> dict[str, A
         auction[0] += clock() - t
         return out
 
-    for (module, name), f in zip(patched, (tested, static, decide, auction_), strict=True):
+    wrappers = (*map(per_workload, ("feasibility", "_static", "decide")), auction_)
+    for (module, name), f in zip(patched, wrappers, strict=True):
         setattr(module, name, f)
     try:
         gc.collect()
@@ -254,8 +248,8 @@ def timed_cycle(queue: Sequence[PendingWorkload], snap: Snapshot) -> dict[str, A
         "seconds": total,
         "placed": sum(d.placed for d in decisions),
         "waiting": sum(not d.placed for d in decisions),
-        "kinds": kinds[0],
-        "tests": tests[0],
+        "kinds": calls.get("_static", 0),
+        "tests": calls.get("feasibility", 0),
         "p50_ms": 1000 * lat[len(lat) // 2],
         "p99_ms": 1000 * lat[int(0.99 * (len(lat) - 1))],
         "max_ms": 1000 * lat[-1],

@@ -7,7 +7,7 @@ import contextlib
 import gc
 from collections.abc import Iterator
 
-GC_YOUNG = 50_000  # new objects between young collections, not Python's 700 (see start_loop)
+GC_YOUNG = 50_000  # new objects between young collections, not 700: tessera.controller.start_loop
 
 
 @contextlib.contextmanager

@@ -47,7 +47,9 @@ def feasibility_key(w: PendingWorkload, closed: tuple[str, ...]) -> tuple[object
     chosen away (feasibility.feasible, selection_reasons): kinds that differ only in how
     they score (objective, weights, profile, measured throughput) share it. With every
     spec its own kind (measured throughputs per team), the pools' tests were a third of
-    a 10,000-workload cycle; the distinct keys are a few hundred."""
+    a 10,000-workload cycle; the distinct keys are a few hundred to two thousand. Its
+    fields are the signature's less those; the signature keeps them in its own order,
+    which orders the auction."""
     need, spec = w.spec.accelerator, w.spec
     return (
         closed,
