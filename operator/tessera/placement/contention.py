@@ -3,6 +3,7 @@ work, so each workload weighs what its choice costs the others. Pure; imports no
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -11,6 +12,9 @@ from dataclasses import dataclass
 # Each price rise is at least this much value per device: the auction's precision (values
 # are scores / 100, so 1e-3 is a tenth of a score point for a one-device workload).
 EPSILON = 1e-3
+# Holders whose attachments are this close may rank otherwise by margin (rounding): far
+# above the rounding of values near 1, far below EPSILON.
+TIE = 1e-9
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +87,38 @@ def shadow_prices(
         seen[i, pool] = (at, raises[at] if at else 0, best)
         return best
 
+    # Each pool's holders, least attached first: by value per device over the next option,
+    # the margin before the pool's own price (a price rise moves every holder's margin by the
+    # same amount). A holder's attachment only grows (its next option only gets worse), so a
+    # heap entry is a lower bound: the least, looked at again, is the least if unchanged.
+    # (Re-sorting every holder at each rise was a quarter of an all-distinct cycle.)
+    heaps: dict[str, list[tuple[float, int]]] = {p: [] for p in pools}
+    heaped: dict[str, set[int]] = {p: set() for p in pools}
+
+    def attachment(i: int, pool: str) -> float:
+        d = demands[i]
+        return (d.values[pool] - max(runner_up(i, pool), 0.0)) / d.size
+
+    def margin(i: int, pool: str) -> float:
+        """Value per device over the next option at the pool's price: the eviction order."""
+        return (net(i, pool) - max(runner_up(i, pool), 0.0)) / demands[i].size
+
+    def least(pool: str) -> list[tuple[float, int, float]]:
+        """The least attached holders (attachment, holder, margin) in eviction order: each
+        within TIE of the one before, so the next holder left in the heap is more attached
+        than all of them by more than TIE. Margin and attachment differ by the price, in
+        rounding too, so their orders can differ only within such a run: ranked by margin,
+        the runs give the order ranking every holder by margin would."""
+        heap = heaps[pool]
+        run: list[tuple[float, int, float]] = []
+        while heap and (not run or heap[0][0] <= run[-1][0] + TIE):
+            known, h = heapq.heappop(heap)
+            if (now := attachment(h, pool)) != known:
+                heapq.heappush(heap, (now, h))  # more attached than it was: look again
+            else:
+                run.append((known, h, margin(h, pool)))
+        return sorted(run, key=lambda r: (r[2], r[1]))
+
     while queue and budget > 0:
         budget -= 1
         i = queue.popleft()
@@ -98,30 +134,32 @@ def shadow_prices(
         holders[target][i] = holders[target].get(i, 0) + left[i]
         used[target] += left[i] * d.size
         left[i] = 0
+        heap, held = heaps[target], holders[target]
+        if i not in heaped[target]:
+            heapq.heappush(heap, (attachment(i, target), i))
+            heaped[target].add(i)
         excess = used[target] - capacity[target]
         if excess <= 0:
             continue
-        # margin per device of each holder over its next option, least attached first
-        ranked = sorted(
-            ((net(h, target) - max(runner_up(h, target), 0.0)) / demands[h].size, h)
-            for h in holders[target]
-        )
         threshold = 0.0
-        for margin, h in ranked:
-            if excess <= 0:
-                break
-            size = demands[h].size
-            k = min(holders[target][h], math.ceil(excess / size))
-            holders[target][h] -= k
-            if not holders[target][h]:
-                del holders[target][h]
-            used[target] -= k * size
-            excess -= k * size
-            left[h] += k
-            threshold = margin
-            if not queued[h]:
-                queue.append(h)
-                queued[h] = True
+        while excess > 0 and heap:
+            for known, h, least_margin in least(target):
+                if excess > 0:
+                    size = demands[h].size
+                    k = min(held[h], math.ceil(excess / size))
+                    held[h] -= k
+                    used[target] -= k * size
+                    excess -= k * size
+                    left[h] += k
+                    threshold = least_margin
+                    if not queued[h]:
+                        queue.append(h)
+                        queued[h] = True
+                if held[h]:
+                    heapq.heappush(heap, (known, h))
+                else:
+                    del held[h]
+                    heaped[target].discard(h)
         price[target] += max(threshold, 0.0) + epsilon
         raises[target] += 1
     shares: list[dict[str, int]] = [{} for _ in demands]
