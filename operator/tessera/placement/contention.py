@@ -92,8 +92,7 @@ def shadow_prices(
     # same amount). A holder's attachment only grows (its next option only gets worse), so a
     # heap entry is a lower bound: the least, looked at again, is the least if unchanged.
     # (Re-sorting every holder at each rise was a quarter of an all-distinct cycle.)
-    heaps: dict[str, list[tuple[float, int]]] = {p: [] for p in pools}
-    heaped: dict[str, set[int]] = {p: set() for p in pools}
+    heaps: dict[str, list[tuple[float, int]]] = {p: [] for p in pools}  # every holder, once
 
     def attachment(i: int, pool: str) -> float:
         d = demands[i]
@@ -131,13 +130,12 @@ def shadow_prices(
         if not target:
             left[i] = 0  # priced out everywhere: waiting is worth more than any pool
             continue
-        holders[target][i] = holders[target].get(i, 0) + left[i]
+        heap, held = heaps[target], holders[target]
+        if i not in held:  # a holder already is in the heap
+            heapq.heappush(heap, (attachment(i, target), i))
+        held[i] = held.get(i, 0) + left[i]
         used[target] += left[i] * d.size
         left[i] = 0
-        heap, held = heaps[target], holders[target]
-        if i not in heaped[target]:
-            heapq.heappush(heap, (attachment(i, target), i))
-            heaped[target].add(i)
         excess = used[target] - capacity[target]
         if excess <= 0:
             continue
@@ -159,7 +157,6 @@ def shadow_prices(
                     heapq.heappush(heap, (known, h))
                 else:
                     del held[h]
-                    heaped[target].discard(h)
         price[target] += max(threshold, 0.0) + epsilon
         raises[target] += 1
     shares: list[dict[str, int]] = [{} for _ in demands]
