@@ -2,7 +2,9 @@
 Controller and World over a stub API, a burst of one-pod Workloads arriving a fixed number
 per cycle over the large fleet. Each cycle's pods appear bound to their nodes in the next
 cycle's caches, and each status written appears in them too, as the watches would show.
-Deterministic where fleet_bench.py is not (no API server shares the CPUs), so a change to the
+Deterministic where fleet_bench.py is not (no API server shares the CPUs, and the loop's
+clock moves by the burst's arrivals, ARRIVALS_PER_SECOND, not by the CPU time a cycle
+takes: its full passes and pacing fall on the same cycles in every run), so a change to the
 loop can be judged in a minute; what it leaves out is the API server's answers.
 Bench only: imports tessera's world and controller, hack/fleet.py and bench/fleet_specs.py.
 
@@ -32,11 +34,15 @@ import fleet_measure as m  # noqa: E402
 import fleet_report as report  # noqa: E402
 import fleet_specs as specs  # noqa: E402
 from tessera import api  # noqa: E402
+from tessera.controller.clock import ManualClock  # noqa: E402
 from tessera.controller.pipeline import Controller  # noqa: E402
 from tessera.world.facts import ObjectFacts, PodFacts, node_facts, object_facts, pod_facts  # noqa: E402
 
 T = TypeVar("T")
 CREATED = "2026-12-05T12:00:00Z"
+# Workloads created per second: about the rate the fleet benchmark's client reaches at 5,000
+# nodes (bench/results/fleet-large.json), so a 10,000 burst lasts about as long as there.
+ARRIVALS_PER_SECOND = 120.0
 NAMESPACE = "bench"
 
 
@@ -158,7 +164,8 @@ class Caches:
 def run(nodes: int, pools: int, workloads: int, per_cycle: int) -> dict[str, Any]:
     caches = Caches(nodes, pools)
     kube = StubKube()
-    loop = Controller(cast(Any, kube), loop=cast(Any, StubLoop(kube)))
+    clock = ManualClock()
+    loop = Controller(cast(Any, kube), clock, loop=cast(Any, StubLoop(kube)))
     bodies = specs.singles(workloads, caches.pool_bodies, NAMESPACE)
     cycles: list[dict[str, float]] = []
     arrived = 0
@@ -175,6 +182,7 @@ def run(nodes: int, pools: int, workloads: int, per_cycle: int) -> dict[str, Any
         for namespace, name, status in kube.statuses:
             caches.write(namespace, name, status)
         kube.pods, kube.statuses = [], []
+        clock.advance(per_cycle / ARRIVALS_PER_SECOND)
         start = time.process_time()
         copied = caches.copy()
         world = loop.world(copied)

@@ -11,7 +11,7 @@ from tessera.placement.snapshot import PoolState
 from tessera.world.facts import NodeFacts, ObjectFacts, Placed, PodFacts
 
 
-def by_id(objects: dict[Any, Any]) -> dict[int, Any]:
+def by_id(objects: Mapping[Any, Any]) -> dict[int, Any]:
     """id() of each value -> its key, built in C (zip and map, no Python loop)."""
     return dict(zip(map(id, objects.values()), objects, strict=True))
 
@@ -140,6 +140,7 @@ class WorldCache:
     # The nodes there are, and those that take no new pods: one object while neither
     # changes (World.nodes_epoch).
     nodes_epoch: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+    worlds: int = 0  # Worlds built over this cache (World.serial)
 
     def forget_node_states(self) -> None:
         self.pool_states = {}

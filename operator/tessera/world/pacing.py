@@ -216,6 +216,12 @@ class Bursts:
         still come up, so the quiet after it starts again."""
         self.last_run = max(self.last_run, at)
 
+    @property
+    def state(self) -> tuple[bool, float, float] | tuple[bool]:
+        """What first_write_due reads of the bursts besides the times: in a burst, only
+        that it is one (the quiet after it counts once it is over)."""
+        return (True,) if self.active else (False, self.ended, self.last_run)
+
     def first_write_due(
         self, at: float, sent: float, phase: str = api.Phase.PLACED.value, news: bool = False
     ) -> bool:

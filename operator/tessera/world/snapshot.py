@@ -101,8 +101,16 @@ class World(Placements):
     cache: WorldCache = field(default_factory=WorldCache, repr=False, compare=False)
     # The model one normalised unit stands for (tessera.catalog.units_per_device).
     unit_reference: str = REFERENCE_MODEL
+    # This World's number among those built over its cache, and the workloads whose facts,
+    # decision or pods changed since the one before it (None: all, the index was rebuilt):
+    # what a reader that saw the World before can skip (tessera.controller.visits).
+    serial: int = field(init=False, default=0, repr=False, compare=False)
+    changes: frozenset[str] | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self, pods: list[PodFacts]) -> None:
+        # Counted first: a World that fails half-built leaves a gap, not a wrong `changes`.
+        self.cache.worlds += 1
+        self.serial = self.cache.worlds
         self.dra = fold(self.nodes, self.slices, self.claims, self.cache.dra_nodes)
         self.nodes = self.dra.nodes  # DRA nodes with their devices as allocatable
         self.layout = layout = PoolLayout()
@@ -269,6 +277,7 @@ class World(Placements):
             self.cache.placed = {k: v for k, v in self.cache.placed.items() if k in keys}
         else:
             keys = changed(r.workloads, workloads) | changed(r.recent, recent) | pods_changed
+            self.changes = frozenset(keys)
         r.workloads, r.recent = workloads, recent
         r.held = (list(self.workloads.values()), list(self.recent.values()))
         for key in keys:
