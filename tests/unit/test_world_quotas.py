@@ -7,8 +7,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
+from unittest.mock import Mock
 
+import pytest
+
+from tessera import metrics
+from tessera.controller.clock import ManualClock
+from tessera.controller.quotas import QUOTAS_EVERY, QuotaStatuses
 from tessera.placement.sharing import Victim
 from tessera.world.facts import NamespaceLabels, PodFacts, object_facts
 from tessera.world.quota_status import preempted_status, quota_status, sharing
@@ -110,7 +116,8 @@ def test_holdings_are_the_placed_workloads_of_governed_namespaces() -> None:
         "research/train", "h100", (("n0", 4), ("n1", 4)), 3
     )  # fmt: skip
     assert held.placed_at == datetime(2026, 12, 6, 8, 0, tzinfo=UTC)
-    assert {h.key for h in w.holdings(every_namespace=True)} == {"research/train", "misc/other"}
+    # What accounting charges: every namespace's, the finished one's devices not held.
+    assert w.devices_held() == {("research", "h100"): 8, ("misc", "h100"): 8}
 
 
 def test_an_evicted_workloads_pods_are_never_its_placement_and_go_if_left() -> None:
@@ -180,3 +187,53 @@ def test_a_quota_status_counts_units_waiting_and_overlaps() -> None:
     assert everything["namespaces"] == ["misc", "serving"]
     assert everything["waiting"] == 1 and everything["waitingForQuota"] == 1
     assert everything["used"] == 0  # research's devices count for no quota while contested
+
+
+def test_accounting_charges_each_namespace_its_held_devices_for_the_time_since_the_last_step() -> (
+    None
+):
+    """Every namespace's placed workloads, governed by a quota or not (labelled ""), each
+    step the devices held times the seconds since the last; finished ones hold nothing."""
+    h100 = object_facts(
+        {
+            "metadata": {"name": "h100", "uid": "h100", "resourceVersion": "1", "generation": 1},
+            "spec": {
+                "accelerator": {"vendor": "nvidia", "model": "H100-SXM5-80GB"},
+                "nodeSelector": {"matchLabels": {"nvidia.com/gpu.product": "H100"}},
+                "costPerDeviceHour": 3.6,
+            },
+        }
+    )
+    w = World(
+        nodes={},
+        pods=[],
+        pools={"h100": h100},
+        workloads={
+            "research/train": workload_facts("research", "train", PLACED),
+            "research/done": workload_facts("research", "done", {**PLACED, "phase": "Succeeded"}),
+            "misc/other": workload_facts("misc", "other", PLACED, count=2),
+        },
+        namespaces=namespaces(research={"team": "research"}, misc={}),
+        quotas={"research": quota_facts("research", {"matchLabels": {"team": "research"}})},
+    )
+    clock = ManualClock()
+    accounting = QuotaStatuses(cast(Any, Mock()), clock)
+    series = {("research", "research", "h100"): 8, ("misc", "", "h100"): 4}
+    before = {labels: _charged(labels) for labels in series}
+    accounting.run(w, NOW)  # the first step: nothing held for any time yet
+    clock.advance(QUOTAS_EVERY + 1)
+    accounting.run(w, NOW)
+    for labels, devices in series.items():
+        device_seconds = devices * (QUOTAS_EVERY + 1)
+        (held, cost), (held_before, cost_before) = _charged(labels), before[labels]
+        assert held - held_before == pytest.approx(device_seconds)
+        assert cost - cost_before == pytest.approx(device_seconds / 3600 * 3.6)
+
+
+def _charged(labels: tuple[str, str, str]) -> tuple[float, float]:
+    """The device-seconds and cost counted for one (namespace, quota, pool)."""
+    names = dict(zip(("namespace", "quota", "pool"), labels, strict=True))
+    return tuple(  # type: ignore[return-value]
+        metrics.REGISTRY.get_sample_value(series, names) or 0.0
+        for series in ("tessera_device_seconds_total", "tessera_cost_total")
+    )

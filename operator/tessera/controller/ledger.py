@@ -297,9 +297,8 @@ class Ledger:
         decisions forgotten. Before placement: a workload whose waiting status was written
         in the last cycle is placed in this one (left in flight, it was decided a cycle
         later, outside its burst)."""
-        for key in list(self._unwritten):
-            if key not in self._placed:
-                self._unwritten.pop(key, None)
+        for key in self._unwritten.keys() - self._placed.keys():  # in C: a burst holds 10,000
+            self._unwritten.pop(key, None)
         workloads = world.workloads
         self._writing = {
             k: rv

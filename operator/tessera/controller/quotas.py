@@ -69,9 +69,9 @@ class QuotaStatuses:
             return
         owner = {ns: q for q, state in world.quota_states.items() for ns in state.namespaces}
         devices: Counter[tuple[str, str, str]] = Counter()
-        for h in world.holdings(every_namespace=True):
-            if h.pool in world.pool_specs:
-                devices[h.namespace, owner.get(h.namespace, ""), h.pool] += h.devices
+        for (namespace, pool), held in world.devices_held().items():
+            if pool in world.pool_specs:
+                devices[namespace, owner.get(namespace, ""), pool] += held
         for labels, held in devices.items():
             acc = world.accelerator(labels[2])
             device_seconds = held * seconds
