@@ -159,14 +159,28 @@ def _auction(
     where its gang fits now: a pool it cannot use now is not contended by it, and one with no
     room left has no price (waiting for it is weighed elsewhere)."""
     by_name = {p.view.name: p for p in pools}
+    # The pools a gang of each shape fits on now, on their ready nodes: kinds are many
+    # (10,000 all distinct), shapes few, and testing each kind's every pool again was half
+    # the auction's time. A kind's tainted nodes it may use can only add room.
+    fitting: dict[tuple[int, int], frozenset[str]] = {}
     demands = []
     bidders = []
     for _, st in sorted(statics.items(), key=lambda kv: repr(kv[0])):
         replicas, count = st.shape
+        fits = fitting.get(st.shape)
+        if fits is None:
+            fits = fitting[st.shape] = frozenset(
+                p.view.name for p in pools if p.fit.fits(count, replicas)
+            )
+        unlocked = st.unlocked
         values = {
             s.pool.name: s.total / 100.0
             for s in st.scored
-            if by_name[s.pool.name].fit.fits_with(count, replicas, st.unlocked.get(s.pool.name, ()))
+            if s.pool.name in fits
+            or (
+                s.pool.name in unlocked
+                and by_name[s.pool.name].fit.fits_with(count, replicas, unlocked[s.pool.name])
+            )
         }
         if values:
             demands.append(Demand(size=replicas * count, count=st.count, values=values))

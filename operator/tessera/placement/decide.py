@@ -73,11 +73,7 @@ def decide(
     if duration is not None and ranked and st.cost_only:
         first, wait, late = cheapest_in_time(w, st, pools, ranked, fits, duration, notes)
     else:
-        first = None
-        for i in range(len(ranked)):
-            if fits(i):
-                first = i
-                break
+        first = next(filter(fits, range(len(ranked))), None)  # the first pool that fits now
         if duration is not None and ranked:
             wait = better_by_waiting(w, st, pools, ranked, fits, first, duration, notes)
     chosen = ranked[first] if first is not None and wait is None else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tessera import api
 from tessera.placement.explain import MAX_CANDIDATES
@@ -13,9 +14,9 @@ from tessera.placement.scoring import Scored, breakdown
 from tessera.placement.snapshot import PoolView
 
 
-@dataclass(frozen=True, slots=True)
-class Ranked:
-    """A feasible pool for one kind of workload, with its contention this cycle."""
+class Ranked(NamedTuple):
+    """A feasible pool for one kind of workload, with its contention this cycle (a named
+    tuple, as Scored is: a cycle makes one for every feasible pair)."""
 
     scored: Scored
     contention: float  # points: devices x the pool's shadow price x 100
@@ -141,9 +142,14 @@ class Static:
         if key not in self.ranked:
             rows = []
             for s in self.scored:
-                contention = round(100.0 * devices * prices.get(s.pool.name, 0.0), 4)
+                price = prices.get(s.pool.name)
+                if not price:  # most pools are not contended: the score is the objective's
+                    rows.append(Ranked(s, 0.0, s.total))
+                    continue
+                contention = round(100.0 * devices * price, 4)
                 rows.append(Ranked(s, contention, round(s.total - contention, 4)))
-            rows.sort(key=lambda r: (-round(r.score, 2), -r.scored.total, r.scored.pool.name))
+            # `scored` is in (objective score, name) order, and the sort is stable
+            rows.sort(key=_rounded_score, reverse=True)
             self.ranked[key] = rows
         return self.ranked[key]
 
@@ -166,9 +172,13 @@ class Static:
         return self.orders[quota]
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
-    """A feasible pool as one workload saw it when it was decided."""
+def _rounded_score(r: Ranked) -> float:
+    return round(r.score, 2)
+
+
+class Row(NamedTuple):
+    """A feasible pool as one workload saw it when it was decided (a named tuple, as Ranked
+    is: a cycle makes one for each pool each decision shows)."""
 
     ranked: Ranked
     fits_now: bool
