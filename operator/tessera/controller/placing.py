@@ -201,9 +201,7 @@ class Placing:
             self.events.post(facts, "Workload", "Placed", message)
         level = logging.DEBUG if burst else logging.INFO  # a burst is summed up in one line
         log.log(level, "placed %s on %s (score %.1f)", facts.key, pool, decision.score or 0)
-        # Every replica is claimed now, so no visit sends it too; a refused pod (admission,
-        # quota) gives the later ones back unsent, so the visit sends them at once instead
-        # of taking them for in flight until CREATED_GRACE.
+        # Every replica is claimed now, so no visit sends it too (Writes.send_all).
         claim = self.writes.pods(world, facts, spec, placed)
         sends = [sending for sending in map(claim, range(spec.replicas)) if sending]
         # Kept even when a send fails (the visit retries it). In a burst the first write's
@@ -214,15 +212,7 @@ class Placing:
 
         async def deliver() -> None:
             try:
-                created = True
-                for i, (_, send) in enumerate(sends):
-                    try:
-                        created = await send() and created
-                    except Exception:
-                        for key, _ in sends[i + 1 :]:
-                            self.ledger.unclaim(key)
-                        raise
-                if created:
+                if await self.writes.send_all(sends):
                     latency = (now - facts.created).total_seconds()
                     metrics.PLACEMENT_LATENCY.observe(max(0.0, latency))
             finally:

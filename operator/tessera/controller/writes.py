@@ -4,8 +4,9 @@ of tessera.k8s_aio); decides nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from tessera import api, rendezvous, runtime
@@ -148,6 +149,32 @@ class Writes:
             return key, send
 
         return claim
+
+    async def send_all(self, sends: Sequence[Claimed]) -> bool:
+        """Sends a placement's claimed pods; True when every one was created. The first goes
+        alone: a refusal (admission, quota) would most likely refuse them all, and the rest
+        are then given back unsent, so the visit sends them at once instead of taking them
+        for in flight until CREATED_GRACE. The rest go together, as any client sends pods:
+        sent one after another, each of a gang's pods waited its turn for a connection
+        behind every other placement in flight, and a gang of 8 was bound 8 turns later
+        (gangs' creation to bound p50 4.7 s against the floor operator's 3.6 s, 1,000
+        nodes). Each failed send gives its own claim back (`pods`)."""
+        if not sends:
+            return True
+        (_, first), rest = sends[0], sends[1:]
+        try:
+            created = await first()
+        except Exception:
+            for key, _ in rest:
+                self.ledger.unclaim(key)
+            raise
+        if not rest:
+            return created
+        results = await asyncio.gather(*(send() for _, send in rest), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return created and all(results)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Runs a coroutine (a claimed pod's send) on the event loop and waits for it."""
