@@ -143,7 +143,7 @@ class Static:
             rows = []
             for s in self.scored:
                 price = prices.get(s.pool.name)
-                if not price:  # most pools are not contended: the score is the objective's
+                if not price:  # an uncontended pool: the score is the objective's
                     rows.append(Ranked(s, 0.0, s.total))
                     continue
                 contention = round(100.0 * devices * price, 4)
