@@ -81,7 +81,8 @@ class Ledger:
     yet written; the pods claimed or sent but not yet seen; the status write not yet seen
     (and when it was sent); a progress-only write held back; the API server's refusal of its
     pods; and what it looked like when last visited. Safe to use from the writer threads:
-    each operation is one dict operation under the GIL, and pruning goes over copies."""
+    each dict read or write is atomic under the GIL (an operation that writes several, as
+    `decide` does, writes one key in each), and pruning goes over copies."""
 
     def __init__(self) -> None:
         # key -> this process's placement not yet seen in the cache, and the uid of the
