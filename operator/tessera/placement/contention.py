@@ -63,6 +63,7 @@ def shadow_prices(
     budget = max_steps if max_steps is not None else 50 * len(demands) + 1000
 
     items = [tuple(d.values.items()) for d in demands]
+    by_name = [sorted(i) for i in items]  # where each bids, in pool name order
     # runner_up(i, pool): the best other pool and its price rises when it was found. Prices
     # only rise, so every other option only got worse since: the best holds while its own
     # price has not risen. (Kept while no other pool's price rose, it was found again for
@@ -123,9 +124,9 @@ def shadow_prices(
         i = queue.popleft()
         queued[i] = False
         d = demands[i]
-        best, target = 0.0, ""
-        for pool in sorted(d.values):
-            if pool in price and (value := net(i, pool)) > best:
+        best, target, size = 0.0, "", d.size
+        for pool, v in by_name[i]:
+            if pool in price and (value := v - size * price[pool]) > best:
                 best, target = value, pool
         if not target:
             left[i] = 0  # priced out everywhere: waiting is worth more than any pool

@@ -4,16 +4,17 @@ Pure; imports tessera.api and the placement modules only."""
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 from tessera.placement.decision import Decision
-from tessera.placement.feasibility import capacity_reason, static_reasons
+from tessera.placement.feasibility import static_reasons
 from tessera.placement.scoring import Scored
 from tessera.placement.sharing import Sharing
 from tessera.placement.snapshot import PendingWorkload, PoolView
-from tessera.placement.state import Pass, Row, Scan, Static
+from tessera.placement.state import Pass, Row, Scan, Static, new_row
 from tessera.placement.timing import (
     Late,
     better_by_waiting,
@@ -82,15 +83,16 @@ def decide(
     if shown is None:  # a decision's notes are added when its explanation is read
         rows = []
         for i, r in enumerate(ranked[: state.shown]):
-            fit = pools[r.scored.pool.name].fit
+            pool_work = pools[r.scored.pool.name]
+            fit = pool_work.fit
             seen = st.rows.get((id(ranked), i))
             if seen is not None and seen[0] is fit and seen[1] == fit.version:
                 row = seen[2]  # the pool has not changed since: the same row
                 scan.known[i] = row.fits_now
             else:
                 now = fits(i)
-                reasons = () if now else (capacity_reason(w, r.scored.pool, fit) or "",)
-                row = Row(r, now, reasons)
+                reasons = () if now else (pool_work.capacity_reason(w) or "",)
+                row = new_row((r, now, reasons))
                 st.rows[id(ranked), i] = (fit, fit.version, row)
             rows.append(row)
         shown = scan.rows = tuple(rows)
@@ -117,9 +119,8 @@ def decide(
         runtime = None
         if duration is not None:
             runtime = run_seconds(duration, st.best_throughput, chosen.scored.throughput)
-            for node in nodes:
-                target.releases.append((runtime, node, count))
-            target.releases.sort()
+            for node in nodes:  # kept in time order: a few into hundreds, so not sorted again
+                bisect.insort(target.releases, (runtime, node, count))
         return Decision(
             namespace=w.namespace,
             name=w.name,

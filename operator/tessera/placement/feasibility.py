@@ -79,6 +79,19 @@ def selection_reasons(workload: PendingWorkload, pool: PoolView) -> list[str]:
     return reasons
 
 
+def chosen_away(workload: PendingWorkload, pool: PoolView) -> bool:
+    """Whether selection_reasons finds a reason, without writing any: a cycle asks it of
+    every pool each kind of workload cannot use (writing the reasons to tell which was a
+    third of the pools' tests' time at 10,000 pending, cProfile)."""
+    need = workload.spec.accelerator
+    return bool(
+        (need.pools and pool.name not in need.pools)
+        or (need.vendors and pool.vendor not in need.vendors)
+        or (need.models and pool.model not in need.models)
+        or pool.model in need.exclude_models
+    )
+
+
 def static_reasons(
     workload: PendingWorkload, pool: PoolView, namespace_labels: Mapping[str, str]
 ) -> list[str]:

@@ -135,20 +135,27 @@ def earliest_fit(
     replicas: int,
     *,
     presorted: bool = False,
+    pods_now: int | None = None,
 ) -> float | None:
     """The first release time after which a gang of `replicas` pods of `count` devices fits,
     given free devices now and (time, node, devices) releases (`presorted` when they come in
-    time order already); 0.0 if it fits now, None if the known releases never make room."""
-    free = dict(free)
-    pods = sum(f // count for f in free.values())
+    time order already); 0.0 if it fits now, None if the known releases never make room.
+    `pods_now`: the pods of `count` devices that fit now, where the caller knows (NodeFit.room).
+    Only the nodes releases add to are followed: a planning cycle asks this of pools that
+    are full, for most workloads that wait, and copying a pool's every node each time was
+    most of the cost."""
+    pods = sum(f // count for f in free.values()) if pods_now is None else pods_now
     if pods >= replicas:
         return 0.0
+    freed: dict[str, int] = {}  # free devices of the nodes released to, so far
     for at, node, devices in releases if presorted else sorted(releases):
-        if node not in free:
-            continue
-        before = free[node]
-        free[node] = before + devices
-        pods += free[node] // count - before // count
+        before = freed.get(node)
+        if before is None:
+            before = free.get(node)
+            if before is None:
+                continue
+        after = freed[node] = before + devices
+        pods += after // count - before // count
         if pods >= replicas:
             return at
     return None

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from tessera.placement.feasibility import chosen_away, static_reasons
 from tessera.placement.feasibility import feasible as is_feasible
-from tessera.placement.feasibility import selection_reasons, static_reasons
 from tessera.placement.scoring import score, weights_for
 from tessera.placement.snapshot import PendingWorkload, PoolView
 from tessera.placement.state import PoolWork, Static
@@ -97,7 +97,7 @@ def feasibility(
         if is_feasible(w, p.view, ns_labels):
             feasible.append(p.view)
         else:
-            (away if selection_reasons(w, p.view) else near).append(p.view)
+            (away if chosen_away(w, p.view) else near).append(p.view)
     gated = [p.view for p in pools if p.view.gated]
     tolerations = w.tolerations if gated else ()
     unlocked = {view.name: u for view in gated if (u := view.unlocked(tolerations))}
