@@ -61,6 +61,12 @@ class StubKube:
     ) -> None:
         self.statuses.append((namespace, name, status))
 
+    def workload_status_patch(
+        self, namespace: str, name: str, status: dict[str, Any], rv: str | None
+    ) -> tuple[str, str, dict[str, Any]]:
+        """The request a visit sends on the loop (StubLoop.write_status): what it writes."""
+        return (namespace, name, status)
+
     def patch_pool_status(self, name: str, status: dict[str, Any]) -> None:
         pass
 
@@ -93,6 +99,9 @@ class StubLoop:
     async def create_pod(self, pod: dict[str, Any]) -> bool:
         self.kube.pods.append(pod)
         return True
+
+    async def write_status(self, request: tuple[str, str, dict[str, Any]]) -> None:
+        self.kube.statuses.append(request)
 
     def close(self) -> None:
         pass

@@ -4,6 +4,7 @@ kwok nodes and pools."""
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from collections import defaultdict
@@ -255,6 +256,10 @@ def test_draining_pool_is_emptied_of_a_service_without_dropping_below_two_ready(
             drop_pools(k, {"old-gen": 2, "new-gen": 2})
 
 
+def stays_for_room(k: Any, name: str) -> bool:
+    return "draining; no other pool has room yet" in str(k.status(name).get("message", ""))
+
+
 def test_moves_off_a_draining_pool_and_a_new_arrival_never_double_book_a_node(
     operator: Operator, installed: Any
 ) -> None:
@@ -294,7 +299,10 @@ def test_moves_off_a_draining_pool_and_a_new_arrival_never_double_book_a_node(
                     continue
                 if name.startswith("svc-"):
                     assert k.status(name)["pool"] == "movers-old"
-                    assert "draining; no other pool has room yet" in message, message
+                    # written by its visit in the cycle that placed the winner, after the
+                    # winner's decision: the poll above may come between the two writes
+                    says = functools.partial(stays_for_room, k, name)
+                    wait_for(f"{name} says why it stays", says, timeout=30)
                 else:
                     assert k.status(name)["phase"] == "Pending", message
         finally:

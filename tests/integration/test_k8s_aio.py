@@ -1,6 +1,7 @@
 """The event loop's client (tessera.k8s_aio) against the real API server: it creates pods
-with the operator's credentials, says when one exists already, and translates a refusal and
-an unreachable server into the same errors as tessera.k8s."""
+with the operator's credentials, says when one exists already, writes a Workload's status
+only over the version read (Writes.status_sent), and translates a refusal and an
+unreachable server into the same errors as tessera.k8s."""
 
 from __future__ import annotations
 
@@ -9,9 +10,14 @@ from typing import Any
 
 import pytest
 
-from tessera.errors import ApiError, ClusterUnreachable
+from tessera.controller.clock import SystemClock
+from tessera.controller.events import Events
+from tessera.controller.ledger import Ledger
+from tessera.controller.writes import Writes
+from tessera.errors import ApiError, ClusterUnreachable, Conflict, NotFound
 from tessera.k8s import Kube
 from tessera.k8s_aio import AsyncKube
+from tessera.world.facts import object_facts
 
 
 @pytest.fixture
@@ -68,3 +74,56 @@ def test_a_server_that_does_not_answer_is_unreachable(cluster: Any, namespace: s
             sender.run(sender.create_pod(pod(namespace, "never")))
     finally:
         sender.close()
+
+
+def workload(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    body = {
+        "apiVersion": "tessera.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": name},
+        "spec": {
+            "accelerator": {"count": 1},
+            "template": {"spec": {"containers": [{"name": "main", "image": "train:1.0"}]}},
+        },
+    }
+    path = f"/apis/tessera.dev/v1alpha1/namespaces/{namespace}/workloads"
+    return kube.request("POST", path, body)
+
+
+def test_a_status_is_written_only_over_the_version_read(
+    kube: Kube, loop: AsyncKube, namespace: str, crds: list[str]
+) -> None:
+    read = workload(kube, namespace, "w")
+    version = read["metadata"]["resourceVersion"]
+    patch = kube.workload_status_patch(namespace, "w", {"message": "one"}, version)
+    loop.run(loop.write_status(patch))
+    path = f"/apis/tessera.dev/v1alpha1/namespaces/{namespace}/workloads/w"
+    now = kube.request("GET", path)
+    assert now["status"]["message"] == "one"
+    stale = kube.workload_status_patch(namespace, "w", {"message": "two"}, version)
+    with pytest.raises(Conflict):
+        loop.run(loop.write_status(stale))
+    assert kube.request("GET", path)["status"]["message"] == "one"
+    gone = kube.workload_status_patch(namespace, "gone", {"message": "x"}, None)
+    with pytest.raises(NotFound):
+        loop.run(loop.write_status(gone))
+
+
+def test_a_visits_status_write_is_in_flight_only_once_written(
+    kube: Kube, loop: AsyncKube, namespace: str, crds: list[str]
+) -> None:
+    """Writes.status_sent: written, the ledger holds the Workload as written until the cache
+    shows it; over a stale copy (Conflict) or for a Workload gone, False and nothing held."""
+    ledger, clock = Ledger(), SystemClock()
+    writes = Writes(kube, loop, ledger, Events(kube, clock), clock)
+    facts = object_facts(workload(kube, namespace, "w"))
+    assert loop.run(writes.status_sent(facts, {"message": "placed"})) is True
+    assert ledger.writing(facts.key)
+
+    ledger = Ledger()
+    writes = Writes(kube, loop, ledger, Events(kube, clock), clock)
+    assert loop.run(writes.status_sent(facts, {"message": "again"})) is False  # stale copy
+    assert not ledger.writing(facts.key)
+    kube.request("DELETE", f"/apis/tessera.dev/v1alpha1/namespaces/{namespace}/workloads/w")
+    assert loop.run(writes.status_sent(facts, {"message": "gone"})) is False
+    assert not ledger.writing(facts.key)

@@ -3,6 +3,7 @@ once, a service's replicas kept running and moved one at a time), its status kep
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -17,8 +18,9 @@ from tessera.controller.repairs import lost_replicas
 from tessera.controller.restarts import gang_failure, restart
 from tessera.controller.rollouts import ROLLING, Hashes, next_to_replace, progress
 from tessera.controller.specs import parse_spec
+from tessera.controller.threads import guarded
 from tessera.controller.writes import Writes
-from tessera.errors import ApiError, Conflict, NotFound
+from tessera.errors import ApiError
 from tessera.world import exclusions
 from tessera.world.facts import TERMINAL, ObjectFacts, Placed, PodFacts
 from tessera.world.pacing import Bursts, CountsWrite, counts_write, fallback_reason
@@ -43,6 +45,15 @@ class Lifecycle:
         self.writes, self.ledger, self.events = writes, ledger, events
         self.bursts, self.clock = bursts, clock
         self.hashes = Hashes()
+        # This cycle's status writes on the event loop, by workload: a visit does not wait
+        # for its write (its thread goes on to the next visit); the cycle waits for them all.
+        self._sent: list[tuple[str, concurrent.futures.Future[bool]]] = []
+
+    def written(self) -> list[str]:
+        """Waits for the status writes this cycle's visits sent; returns the workloads whose
+        write failed (logged and counted, as a failed visit is): to be visited again."""
+        sent, self._sent = self._sent, []
+        return [key for key, future in sent if not future.result()]
 
     def visit(self, world: World, key: str, now: datetime) -> None:
         facts = world.workloads[key]
@@ -396,11 +407,14 @@ class Lifecycle:
         ledger.undefer(key)
         if when is CountsWrite.WITH_RUNNING:
             return  # revisited when its pods change, and on every full pass
-        try:
-            self.writes.status(facts, status)
-        except (Conflict, NotFound):
-            return
-        phase = status["phase"]
-        if phase != facts.status.get("phase") and phase in TERMINAL:
-            warning = phase == api.Phase.FAILED.value
-            self.events.post(facts, "Workload", phase, status["message"], warning=warning)
+        events = self.events
+
+        async def write() -> None:
+            if not await self.writes.status_sent(facts, status):
+                return  # changed since it was read, or gone: visited again over the cache
+            phase = status["phase"]
+            if phase != facts.status.get("phase") and phase in TERMINAL:
+                warning = phase == api.Phase.FAILED.value
+                events.post(facts, "Workload", phase, status["message"], warning=warning)
+
+        self._sent.append((key, self.writes.loop.submit(guarded("Workload", write()))))

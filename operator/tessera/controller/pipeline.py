@@ -121,6 +121,8 @@ class Controller:
 
         left = self.workers.each(visit, due, self.clock.monotonic() + VISIT_BUDGET)
         self.visits.skipped = {key for key, _ in left}
+        for key in self.lifecycle.written():  # the visits' status writes, sent on the loop
+            ledger.visited(key, None)
 
         # 5. Report: the gauges, at most every METRICS_EVERY.
         self.reporter.report(world, self.pools.statuses, now, self.clock.monotonic())

@@ -1,6 +1,6 @@
 """The writes every phase makes: a Workload's status and a replica's pod, each recorded in
-the ledger as it goes out. API calls only through tessera.k8s (pod creates: on the event loop
-of tessera.k8s_aio); decides nothing."""
+the ledger as it goes out. API calls only through tessera.k8s (pod creates and the visits'
+status writes: on the event loop of tessera.k8s_aio); decides nothing."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tessera import api, rendezvous, runtime
 from tessera.controller.clock import Clock
 from tessera.controller.events import Events
 from tessera.controller.ledger import Ledger
-from tessera.errors import ApiError
+from tessera.errors import ApiError, Conflict, NotFound
 from tessera.k8s import Kube
 from tessera.k8s_aio import AsyncKube
 from tessera.world.facts import ObjectFacts, Placed, PodFacts
@@ -44,6 +44,21 @@ class Writes:
         rv = facts.resource_version if guard else None
         self.kube.patch_workload_status(facts.namespace or "", facts.name, status, rv)
         self.ledger.wrote(facts, self.clock.monotonic())
+
+    async def status_sent(self, facts: ObjectFacts, status: dict[str, Any]) -> bool:
+        """`status` on the event loop, over the version read: True once written; False
+        when the Workload changed since it was read or is gone (Conflict, NotFound), to be
+        visited again over the cache's newer copy. A visit's write, sent without holding its
+        thread."""
+        request = self.kube.workload_status_patch(
+            facts.namespace or "", facts.name, status, facts.resource_version
+        )
+        try:
+            await self.loop.write_status(request)
+        except (Conflict, NotFound):
+            return False
+        self.ledger.wrote(facts, self.clock.monotonic())
+        return True
 
     def service(self, facts: ObjectFacts, spec: api.WorkloadSpec) -> str | None:
         """The headless Service through which a workload's replicas find each other
