@@ -50,10 +50,8 @@ class Scan:
         if known is None:
             count, replicas = self.shape
             name = self.ranked[i].scored.pool.name
-            fit, extra = self.pools[name].fit, self.unlocked.get(name)
-            # NodeFit.fits_with, two calls shorter: a 10,000 pending cycle asks 250,000 times
-            room = fit.room_with(count, extra) if extra else fit.room(count)
-            known = self.known[i] = room >= replicas
+            extra = self.unlocked.get(name, ())
+            known = self.known[i] = self.pools[name].fit.fits_with(count, replicas, extra)
         return known
 
 
