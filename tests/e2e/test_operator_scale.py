@@ -165,6 +165,45 @@ def test_a_burst_is_placed_pods_first_and_each_status_written_at_most_twice(
             drop_pools(k, {"wave": 10})
 
 
+def test_a_burst_s_gangs_failing_before_their_decisions_are_written_spend_their_restarts(
+    operator: Operator, installed: Any
+) -> None:
+    """20 gangs of 4 placed in one cycle (a burst: decisions written once it is over), each
+    pod failing 0.1 s after it starts: every gang fails before its decision is written, yet
+    restarts once (backoffLimit 1) before it is Failed, and says so."""
+    failing = {"tessera.dev/simulated-runtime-ms": "100", "tessera.dev/simulated-exit-code": "1"}
+    with namespace(installed, "doom") as k:
+        make_pool(k, "doom", nodes=10, devices=8, draining=True)
+        try:
+            manifests = [
+                workload(f"d-{i:02d}", replicas=4, pools=["doom"], annotations=failing)
+                for i in range(20)
+            ]
+            for manifest in manifests:
+                manifest["spec"]["failurePolicy"] = {"backoffLimit": 1}
+            k.apply(*manifests)
+            wait_for(
+                "all waiting",
+                lambda: sum(bool(s.get("candidates")) for s in statuses(k).values()) == 20,
+            )
+            set_draining(k, "doom", False)
+            final = wait_for(
+                "all failed",
+                lambda: (
+                    (s := statuses(k)) and all(v.get("phase") == "Failed" for v in s.values()) and s
+                ),
+                120,
+            )
+            assert {name: v.get("restarts") for name, v in final.items()} == {
+                m["metadata"]["name"]: 1 for m in manifests
+            }
+            assert all(
+                "backoffLimit 1 reached after 1 restarts" in v["message"] for v in final.values()
+            )
+        finally:
+            drop_pools(k, {"doom": 10})
+
+
 def test_sigkill_mid_burst_loses_nothing_and_duplicates_nothing(
     operator: Operator, installed: Any
 ) -> None:

@@ -15,7 +15,7 @@ from tessera.controller.events import Events
 from tessera.controller.fallback import withdraw
 from tessera.controller.ledger import Ledger
 from tessera.controller.repairs import lost_replicas
-from tessera.controller.restarts import gang_failure, restart
+from tessera.controller.restarts import gang_failure, restart, restarts_left
 from tessera.controller.rollouts import ROLLING, Hashes, next_to_replace, progress
 from tessera.controller.specs import parse_spec
 from tessera.controller.threads import guarded
@@ -86,7 +86,19 @@ class Lifecycle:
             if pod.replica is not None:
                 current.pop(pod.replica, None)
         why, refused_now = None, False
-        if ledger.unwritten(key) is None:  # a decision not yet written is placed as it is
+        unwritten = ledger.unwritten(key)
+        if (
+            unwritten is not None
+            and restarts_left(facts, spec)
+            and gang_failure(facts, spec, placed, current, lost)
+        ):
+            # A pod failed before the decision was written (in a burst, or in a lone
+            # decision's hold): the decision goes out first, as placed, and the restart
+            # follows from it next visit. Written with the failure, the gang was Failed at
+            # once, its backoffLimit unspent.
+            self._send(facts, dict(unwritten[0]))
+            return
+        if unwritten is None:  # a decision not yet written is placed as it is
             ledger.lose(key, placed, lost)
             failure = gang_failure(facts, spec, placed, current, lost)
             if failure and restart(facts, spec, current, failure, now, self.writes, self.events):
@@ -407,6 +419,11 @@ class Lifecycle:
         ledger.undefer(key)
         if when is CountsWrite.WITH_RUNNING:
             return  # revisited when its pods change, and on every full pass
+        self._send(facts, status)
+
+    def _send(self, facts: ObjectFacts, status: dict[str, Any]) -> None:
+        """Sends a status write on the event loop (the cycle waits for it: `written`), and
+        says a terminal phase in an Event once it is written."""
         events = self.events
 
         async def write() -> None:
@@ -417,4 +434,4 @@ class Lifecycle:
                 warning = phase == api.Phase.FAILED.value
                 events.post(facts, "Workload", phase, status["message"], warning=warning)
 
-        self._sent.append((key, self.writes.loop.submit(guarded("Workload", write()))))
+        self._sent.append((facts.key, self.writes.loop.submit(guarded("Workload", write()))))

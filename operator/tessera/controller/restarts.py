@@ -76,6 +76,11 @@ def gang_failure(
     return None
 
 
+def restarts_left(facts: ObjectFacts, spec: api.WorkloadSpec) -> bool:
+    """Whether the gang's backoffLimit has restarts left to spend."""
+    return int(facts.status.get("restarts") or 0) < spec.failure_policy.backoff_limit
+
+
 def counted(facts: ObjectFacts, failure: Failure) -> bool:
     """Whether this failure restarted the gang already (its status write is in, the pods
     not all deleted yet: the operator stopped between the two)."""
@@ -96,10 +101,9 @@ def restart(
     when the backoffLimit is spent (the lifecycle status then says Failed, and why). The
     pods are recreated by the next visits once the deleted ones are gone (same names)."""
     if not counted(facts, failure):
-        restarts = int(facts.status.get("restarts") or 0)
-        limit = spec.failure_policy.backoff_limit
-        if restarts >= limit:
+        if not restarts_left(facts, spec):
             return False
+        restarts, limit = int(facts.status.get("restarts") or 0), spec.failure_policy.backoff_limit
         status = restarting_status(facts, restarts + 1, limit, failure.as_status(now), now)
         try:
             writes.status(facts, status)
