@@ -182,7 +182,9 @@ def test_a_pytorch_gang_gets_a_headless_service_hostnames_and_the_torch_environm
     manifest["spec"]["distributed"] = {"framework": "pytorch"}
     ns.apply(manifest)
     pods = running(ns, "train", 4)
-    awl = wait_for("status.service", lambda: (w := ns.awl("train"))["status"].get("service") and w)
+    awl = wait_for(
+        "status.service", lambda: (w := ns.awl("train")).get("status", {}).get("service") and w
+    )
     assert awl["status"]["service"] == "train"
 
     svc = service(ns, "train")
@@ -402,6 +404,7 @@ def test_kubectl_scale_grows_and_shrinks_a_service_on_its_pool(ns: Kubectl) -> N
 def test_kubectl_scale_is_refused_for_a_placed_batch_workload(ns: Kubectl) -> None:
     ns.apply(workload("batch", replicas=2, pools=["dist"]))
     running(ns, "batch", 2)
+    phase(ns, "batch", "Running")  # placed: its status names the pool
     out = scale(ns, "batch", 3)
     assert out.returncode != 0
     assert "spec.replicas of a batch workload is immutable while it is placed" in out.stderr

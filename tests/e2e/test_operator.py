@@ -104,8 +104,8 @@ def test_workload_is_placed_on_best_pool_as_pods_with_everything_the_pool_needs(
     assert final["phase"] == "Running" and final["readyReplicas"] == 2
     assert final["summary"]["ready"] == "2/2"
     assert {"Placed", "Ready"} <= {c["type"] for c in final["conditions"]}
-    reasons = {e["reason"] for e in ns.events("pretrain")}
-    assert "Placed" in reasons
+    # Posted with the decision's first write, a moment before or after it lands.
+    wait_for("the Placed Event", lambda: "Placed" in {e["reason"] for e in ns.events("pretrain")})
     row = ns("get", "awl", "pretrain", "-n", ns.ns, "-o", "wide").stdout
     assert "h100" in row and "2/2" in row and "Running" in row and "performance" in row
     text = operator.metrics()

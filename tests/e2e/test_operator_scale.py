@@ -9,9 +9,11 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from kubernetes import client
 from operator_harness import (
     REPO,
     CapacityWatch,
@@ -26,6 +28,7 @@ from operator_harness import (
     workload,
 )
 
+from tessera.api import GROUP, VERSION
 from tessera.world.facts import pinned_node
 
 sys.path.append(str(REPO / "bench"))  # appended: hack/ (and its `fleet`) stays first
@@ -163,6 +166,44 @@ def test_a_burst_is_placed_pods_first_and_each_status_written_at_most_twice(
             assert placed.stdout.split() == [], "a burst's placements posted Placed Events"
         finally:
             drop_pools(k, {"wave": 10})
+
+
+def create_together(installed: Any, k: Kubectl, manifests: list[dict[str, Any]]) -> None:
+    """Creates Workloads from eight clients at once: a stream well over a burst's rate of
+    64 pods a second (kubectl's one-by-one apply made 27-53 a second here)."""
+    custom = client.CustomObjectsApi(installed.api)
+
+    def create(manifest: dict[str, Any]) -> None:
+        custom.create_namespaced_custom_object(GROUP, VERSION, k.ns, "workloads", manifest)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(create, manifests))
+
+
+def test_a_burst_s_first_workloads_are_held_and_join_it(operator: Operator, installed: Any) -> None:
+    """120 singles created as a stream into room for all: the first cycles see a few of
+    them, before the burst is known (over 64 pods a second). Held before their first write
+    (LONE_HOLD), those join the burst: no Workload posts a Placed Event, and none has its
+    status written more than twice."""
+    workloads = 120
+    with namespace(installed, "stream") as k:
+        make_pool(k, "stream", nodes=15, devices=8)
+        try:
+            before = status_patches(installed)
+            manifests = [
+                workload(f"s-{i:03d}", count=1, pools=["stream"]) for i in range(workloads)
+            ]
+            create_together(installed, k, manifests)
+            final = all_running(k, 120)
+            writes = status_patches(installed) - before
+            assert all(v["pool"] == "stream" for v in final.values())
+            assert workloads <= writes <= 2 * workloads, f"{writes} status writes for {workloads}"
+            placed = k(
+                "get", "events", "-n", k.ns, "--field-selector", "reason=Placed", "-o", "name"
+            )
+            assert placed.stdout.split() == [], "a burst's first placements posted Placed Events"
+        finally:
+            drop_pools(k, {"stream": 15})
 
 
 def test_a_burst_s_gangs_failing_before_their_decisions_are_written_spend_their_restarts(

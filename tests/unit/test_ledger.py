@@ -69,7 +69,7 @@ def test_an_unwritten_status_is_due_once_its_pods_are_sent_and_goes_with_its_dec
     newer = ledger.decide(a, PLACED, {"pool": "a100"}, math.inf)
     ledger.sent("ml/a", entry, 20.0)  # the old entry's sends: the newer decision keeps its clock
     assert ledger.unwritten("ml/a") == newer
-    ledger.decision_written("ml/a")
+    ledger.forget("ml/a")
     assert ledger.unwritten("ml/a") is None
     ledger.decide(a, PLACED, {"pool": "h100"}, -math.inf)
     ledger.forget("ml/a")
@@ -79,6 +79,34 @@ def test_an_unwritten_status_is_due_once_its_pods_are_sent_and_goes_with_its_dec
     ledger.decided({"ml/a": facts("a", "ua", pool="h100", rv="2")})
     ledger.settle_writes(world({"ml/a": a}))
     assert ledger.unwritten("ml/a") is None
+
+
+def test_a_held_decision_is_released_once_its_pods_are_sent() -> None:
+    """A decision held before its first write (Placing.lone) is made due at once only after
+    its pods went out: released earlier, a visit would write it over pods still queued. One
+    that joined a burst is let go at once, to be written as the burst's are."""
+    ledger = Ledger()
+    a, b = facts("a", "ua"), facts("b", "ub")
+    entry = ledger.decide(a, PLACED, {"pool": "h100"}, math.inf, held=True)
+    assert ledger.held("ml/a")
+    assert not ledger.release("ml/a")  # pods still queued: held on
+    assert ledger.held("ml/a") and ledger.unwritten("ml/a") == ({"pool": "h100"}, math.inf)
+    ledger.sent("ml/a", entry, 12.5)
+    assert ledger.release("ml/a") and not ledger.held("ml/a")
+    assert ledger.unwritten("ml/a") == ({"pool": "h100"}, -math.inf)  # due at once
+    ledger.sent("ml/a", entry, 13.0)  # a late send of the released entry moves nothing
+    assert ledger.unwritten("ml/a") == ({"pool": "h100"}, -math.inf)
+    ledger.decide(b, PLACED, {"pool": "h100"}, math.inf, held=True)
+    assert ledger.release("ml/b", due=False)  # joined a burst: its pods' clock, as theirs
+    assert not ledger.held("ml/b") and ledger.unwritten("ml/b") == ({"pool": "h100"}, math.inf)
+    ledger.decide(b, PLACED, {"pool": "h100"}, math.inf, held=True)
+    ledger.forget("ml/b")  # withdrawn in its hold
+    assert not ledger.held("ml/b") and ledger.release("ml/b")
+    # Written on bad news in its hold: once the cache shows it, nothing of it is kept.
+    ledger.decide(b, PLACED, {"pool": "h100"}, math.inf, held=True)
+    ledger.decided({"ml/b": facts("b", "ub", pool="h100", rv="2")})
+    ledger.settle_writes(world({"ml/b": b}))
+    assert ledger.unwritten("ml/b") is None and not ledger.held("ml/b")
 
 
 def test_a_pod_is_claimed_once_until_the_cache_shows_it_or_its_grace_runs_out() -> None:

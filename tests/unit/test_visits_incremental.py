@@ -129,7 +129,7 @@ def _ledger(ledger: Ledger, s: dict[str, Any], world: World, at: float) -> None:
         elif v == 2 and entry is not None:
             ledger.sent(key, entry, at)  # its first write's clock starts
         elif v == 3:
-            ledger.decision_written(key)
+            ledger.release(key)  # a lone decision's hold ends: due at once once sent
     for w, v in s["writes"].items():
         facts = world.workloads.get(f"ml/{w}")
         if v and facts is not None:

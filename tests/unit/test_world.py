@@ -25,6 +25,7 @@ from tessera.world.facts import (
 from tessera.world.pacing import (
     BURST_WRITE_AFTER,
     FIRST_WRITE_AFTER,
+    LONE_HOLD,
     PROGRESS_EVERY,
     QUIET_AFTER_BURST,
     SLOW_START,
@@ -621,6 +622,11 @@ def test_after_a_burst_a_starting_decision_waits_for_quiet_not_a_running_one() -
     # A decision made outside any burst is written at once (its age is infinite).
     assert first_write_due(math.inf, burst=False)
     assert first_write_due(math.inf, burst=False, quiet=0.0)
+    # Held (a decision made outside a burst, in its hold): routine news waits for the hold.
+    assert not first_write_due(0.5, burst=False, phase=running, held=True)
+    assert not first_write_due(FIRST_WRITE_AFTER, burst=False, held=True)
+    assert first_write_due(0.5, burst=False, news=True, held=True)  # bad news: at once
+    assert first_write_due(0.5, burst=False, phase=api.Phase.FAILED.value, held=True)
 
 
 def test_the_quiet_after_a_burst_restarts_while_its_pods_still_come_up() -> None:
@@ -644,6 +650,25 @@ def test_the_quiet_after_a_burst_restarts_while_its_pods_still_come_up() -> None
     bursts.ran(400.0)
     assert bursts.first_write_due(sent + BURST_WRITE_AFTER, sent)  # never past the cap
     assert bursts.first_write_due(400.0, sent, news=True)  # bad news: at once
+
+
+def test_a_decision_made_outside_a_burst_is_held_and_joins_one_that_begins_meanwhile() -> None:
+    """A burst is known only after its first cycles (`bursting`): their decisions, made
+    outside it, are held LONE_HOLD and join it if it begins meanwhile (no Placed Event, one
+    write); else they are due once the hold is over."""
+    bursts = Bursts()
+    assert not bursts.placed(0.0, 10)  # ten pods: not (yet) a burst
+    assert bursts.lone_fate(0.0, 0.0) is None  # held
+    assert bursts.lone_fate(0.0, LONE_HOLD - 0.01) is None
+    assert bursts.lone_fate(0.0, LONE_HOLD) is True  # due: written, with its Placed Event
+    assert bursts.placed(0.4, 60)  # the stream is a burst after all
+    assert bursts.started == 0.4
+    assert bursts.lone_fate(0.0, 0.4) is False  # decided before it: one of the burst's
+    assert bursts.lone_fate(0.0, LONE_HOLD) is False
+    assert not bursts.placed(3.0, 0)  # over
+    assert bursts.lone_fate(0.0, 3.0) is False  # still the burst's once it ended
+    assert bursts.lone_fate(3.5, 3.5 + LONE_HOLD) is True  # decided after it: lone
+    assert bursts.placed(10.0, 100) and bursts.started == 10.0  # a new burst, a new start
 
 
 @given(

@@ -4,6 +4,7 @@ its caches (Kueue's assume/forget). Phases use its named operations, never its d
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Container, Iterable, Mapping, Set
 from typing import Any, NamedTuple
 
@@ -93,6 +94,7 @@ class Ledger:
         # What `decided` last saw: the workloads by id() (their facts held), the decisions.
         self._checked: tuple[dict[int, str], list[ObjectFacts], set[str]] | None = None
         self._unwritten: dict[str, Unwritten] = {}
+        self._held: set[str] = set()  # unwritten decisions not yet due (Ledger.release)
         self._pods: dict[str, tuple[float, str]] = {}  # pod key -> (sent at, workload key)
         self._pods_of: set[str] = set()  # the workloads those pods belong to
         self._writing: dict[str, str] = {}  # key -> the resourceVersion written over
@@ -110,13 +112,24 @@ class Ledger:
     # --- decisions --------------------------------------------------------------------------
 
     def decide(
-        self, facts: ObjectFacts, placed: Placed, status: dict[str, Any], sent: float
+        self,
+        facts: ObjectFacts,
+        placed: Placed,
+        status: dict[str, Any],
+        sent: float,
+        held: bool = False,
     ) -> Unwritten:
-        """Records a placement and its status, to be written once its pods are `sent`."""
+        """Records a placement and its status, to be written once its pods are `sent`;
+        `held`: not before it is released (a decision made outside a burst: Placing.lone),
+        unless there is bad news."""
         entry = (status, sent)
         self._uids[facts.key] = facts.uid
         self._placed[facts.key] = placed
         self._unwritten[facts.key] = entry
+        if held:
+            self._held.add(facts.key)
+        else:
+            self._held.discard(facts.key)
         return entry
 
     def assume(self, facts: ObjectFacts, placed: Placed) -> None:
@@ -130,6 +143,21 @@ class Ledger:
         if self._unwritten.get(key) is entry:
             self._unwritten[key] = (entry[0], at)
 
+    def release(self, key: str, due: bool = True) -> bool:
+        """Ends a decision's hold. `due`: its first write is due at once, once its pods went
+        out (False while they have not: it stays held); else it is written as a burst's
+        decisions are. True also when it was written or forgotten meanwhile."""
+        entry = self._unwritten.get(key)
+        if due and entry is not None:
+            if entry[1] == math.inf:
+                return False
+            self._unwritten[key] = (entry[0], -math.inf)
+        self._held.discard(key)
+        return True
+
+    def held(self, key: str) -> bool:
+        return key in self._held
+
     def decision(self, key: str) -> Placed | None:
         """This process's placement of a workload, while the cache may not show it."""
         return self._placed.get(key)
@@ -137,14 +165,12 @@ class Ledger:
     def unwritten(self, key: str) -> Unwritten | None:
         return self._unwritten.get(key)
 
-    def decision_written(self, key: str) -> None:
-        self._unwritten.pop(key, None)
-
     def forget(self, key: str) -> None:
         """Drops the workload's decision (withdrawn, or built from a stale spec)."""
         self._placed.pop(key, None)
         self._uids.pop(key, None)
         self._unwritten.pop(key, None)
+        self._held.discard(key)
         self._lost.pop(key, None)
         self._outgrown.discard(key)
 
@@ -300,6 +326,8 @@ class Ledger:
         later, outside its burst)."""
         for key in self._unwritten.keys() - self._placed.keys():  # in C: a burst holds 10,000
             self._unwritten.pop(key, None)
+        if self._held:
+            self._held = {key for key in self._held if key in self._unwritten}
         workloads = world.workloads
         self._writing = {
             k: rv

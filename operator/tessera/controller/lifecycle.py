@@ -398,11 +398,13 @@ class Lifecycle:
         at = self.clock.monotonic()
         if unwritten is not None:
             # Nothing to tell but that the pods start or run: the write waits for the pods
-            # to run, and in a burst for the burst's end (tessera.world.pacing).
+            # to run, in a burst for the burst's end, outside one for its hold to end
+            # (tessera.world.pacing).
             news = refused is not None or any(p.unschedulable_since for p in current.values())
             if status["phase"] == api.Phase.RUNNING.value:
                 self.bursts.ran(at)  # the burst's pods still come up: the rest are starting
-            if not self.bursts.first_write_due(at, unwritten[1], status["phase"], news):
+            held = ledger.held(key)
+            if not self.bursts.first_write_due(at, unwritten[1], status["phase"], news, held):
                 return
             status = {**unwritten[0], **status}
         elif facts.status.get("pool") != placed.pool and placed.pool in world.pool_specs:

@@ -27,7 +27,6 @@ from tessera.world.snapshot import World
 from tessera.world.status import (
     WAITING_FOR_QUOTA,
     dump,
-    lifecycle_status,
     placed_from,
     placement_status,
     waiting_status,
@@ -54,10 +53,33 @@ class Placing:
         self.writes, self.ledger, self.events = writes, ledger, events
         self.workers, self.bursts, self.clock = workers, bursts, clock
         self.pending_since: dict[str, float] = {}  # unplaced workload -> monotonic first seen
+        # Decisions made outside a burst, held before their first write (LONE_HOLD): when
+        # decided (monotonic), the workload as read then, and the Placed Event's message.
+        self.lone: dict[str, tuple[float, ObjectFacts, str]] = {}
         # evictions made for each quota's workloads (read by the quota phase)
         self.preemptions: Counter[str] = Counter() if preemptions is None else preemptions
 
     def run(self, world: World, now: datetime) -> None:
+        self._place(world, now)
+        self._release_lone(world, self.clock.monotonic())
+
+    def _release_lone(self, world: World, at: float) -> None:
+        """The held decisions (`lone`) that joined a burst since are the burst's: no Event,
+        written as its decisions are. Those held LONE_HOLD post their Placed Event (unless
+        the workload is gone) and are due at once: this cycle's visits write them, with
+        what their pods show (Running if they run), unless one did on bad news."""
+        for key, (decided, facts, message) in list(self.lone.items()):
+            fate = self.bursts.lone_fate(decided, at)
+            if fate is None or not self.ledger.release(key, due=fate):
+                continue  # held, or its pods not yet sent
+            del self.lone[key]
+            current = world.workloads.get(key)
+            if not fate:
+                metrics.EVENTS_SKIPPED.labels("Placed").inc()
+            elif current is not None and current.uid == facts.uid:
+                self.events.post(facts, "Workload", "Placed", message)
+
+    def _place(self, world: World, now: datetime) -> None:
         def spec_of(facts: ObjectFacts) -> api.WorkloadSpec | None:
             return parse_spec(facts, now, self.writes, self.events)
 
@@ -119,9 +141,9 @@ class Placing:
         now: datetime,
     ) -> None:
         """Records each decision. Decided together over one snapshot; written concurrently
-        (each to its own object). Every placement's pods go out first, then (outside a
-        burst) the decisions: no pod waits for another workload's status write. In a burst
-        the cycle does not wait for the pods: the event loop creates them while the cycle
+        (each to its own object). A placement's pods go out in its cycle, its decision later
+        with its first lifecycle status (`_placed`): no pod waits for a status write. In a
+        burst the cycle does not wait for the pods: the event loop creates them while the cycle
         decides the next arrivals. There a placement only builds its pods and queues them,
         CPU work done on this thread: on the writer threads it fought the senders for the
         GIL (over a stub API, 290 us of CPU a pod against 214). The waiting workloads'
@@ -162,10 +184,7 @@ class Placing:
             for decision in drain(placed):
                 guard("Workload", record, decision)
         self.workers.each(lambda d: guard("Workload", record, d), drain(taken))
-        if not burst:
-            keys = [key for key, _ in recorded]
-            self.workers.each(lambda k: guard("Workload", self._write_decision, world, k), keys)
-        else:
+        if burst:
             pools = sorted(Counter(pool for _, pool in recorded).items())
             summary = ", ".join(f"{n} on {pool}" for pool, n in pools)
             log.info("placed %d workloads in one cycle: %s", len(recorded), summary)
@@ -179,36 +198,31 @@ class Placing:
         now: datetime,
         burst: bool,
     ) -> None:
-        """Creates the pods and records the decision's status as not yet written. Outside a
-        burst it is due at once: written once every placement's pods are sent. In a burst the
-        write waits: the decision goes out with the workload's first lifecycle status, when
-        the pods run (or later: tessera.world.pacing.first_write_due), one write per
-        placement. The pods are the record meanwhile: their names and labels say the pool,
-        so a restarted operator reads the placement from them (World.placement_of)."""
+        """Creates the pods and records the decision's status as not yet written. The write
+        waits: the decision goes out with the workload's first lifecycle status, when the pods
+        run, one write per placement; outside a burst at most LONE_HOLD after the decision
+        (Placing.lone), in a burst later (tessera.world.pacing.first_write_due). The pods
+        are the record meanwhile: their names and labels say the pool, so a restarted
+        operator reads the placement from them (World.placement_of)."""
         message = decision.message or f"placed on {decision.pool}"
         status = placement_status(facts, decision, now, message)
         pool = decision.pool or ""
-        if not burst:
-            status.update(
-                lifecycle_status(spec, pool, status, facts.generation, {}, [], spec.replicas, now)
-            )
         placed = placed_from(status)
         objective = "custom" if spec.weights else spec.objective.value
         metrics.PLACEMENTS.labels(pool, objective).inc()
         if burst:  # thousands of routine Events would be a write each, read by no one
             metrics.EVENTS_SKIPPED.labels("Placed").inc()
         else:
-            self.events.post(facts, "Workload", "Placed", message)
+            self.lone[facts.key] = (self.clock.monotonic(), facts, message)
         level = logging.DEBUG if burst else logging.INFO  # a burst is summed up in one line
         log.log(level, "placed %s on %s (score %.1f)", facts.key, pool, decision.score or 0)
         # Every replica is claimed now, so no visit sends it too (Writes.send_all).
         claim = self.writes.pods(world, facts, spec, placed)
         sends = [sending for sending in map(claim, range(spec.replicas)) if sending]
-        # Kept even when a send fails (the visit retries it). In a burst the first write's
-        # clock starts once the pods were sent (infinity until then), not at the decision:
-        # in a burst of thousands they wait their turn at the API server first. Outside a
-        # burst it is minus infinity: due at once, whatever the next cycles are.
-        entry = self.ledger.decide(facts, placed, status, math.inf if burst else -math.inf)
+        # Kept even when a send fails (the visit retries it). The first write's clock starts
+        # once the pods were sent (infinity until then), not at the decision: in a burst of
+        # thousands they wait their turn at the API server first.
+        entry = self.ledger.decide(facts, placed, status, math.inf, held=not burst)
 
         async def deliver() -> None:
             try:
@@ -216,30 +230,16 @@ class Placing:
                     latency = (now - facts.created).total_seconds()
                     metrics.PLACEMENT_LATENCY.observe(max(0.0, latency))
             finally:
-                if burst:
-                    self.ledger.sent(facts.key, entry, self.clock.monotonic())
+                self.ledger.sent(facts.key, entry, self.clock.monotonic())
 
         if burst:
             self.workers.send(lambda: guarded("Workload", deliver()))
-        else:  # this writer waits: the decision is written once every pod is sent
+        else:  # this writer waits: a lone workload's pods go out in its cycle
             self.writes.run(deliver())
 
     def _evict(self, world: World, decision: placement.Decision, now: datetime) -> None:
         evicted = evict(world, decision, now, self.writes, self.ledger, self.events)
         self.preemptions[decision.quota or ""] += len(evicted)
-
-    def _write_decision(self, world: World, key: str) -> None:
-        """Writes a decision made outside a burst (guarded by resourceVersion). If it cannot
-        be written now (the workload changed since it was read), a visit writes it with the
-        first lifecycle status, as in a burst: its pods exist already."""
-        facts, unwritten = world.workloads[key], self.ledger.unwritten(key)
-        if unwritten is None:
-            return  # the placement failed before its pods were sent (logged)
-        try:
-            self.writes.status(facts, unwritten[0])
-        except Conflict:
-            return
-        self.ledger.decision_written(key)
 
     def _waiting(
         self,

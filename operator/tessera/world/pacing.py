@@ -105,6 +105,14 @@ class RecentPlacements:
 FIRST_WRITE_AFTER = 10.0
 QUIET_AFTER_BURST = 30.0
 BURST_WRITE_AFTER = 300.0
+# A decision made outside a burst is held LONE_HOLD seconds before its first write and its
+# Placed Event: a burst is known only once its first cycles placed half a window's pods
+# (`bursting`), and the decisions of those cycles, written at once, cost a burst's first
+# 15-25 Workloads two status writes and an Event each (2.03 writes a single in the default
+# fleet's bursts, against pods + 1). Held, they join the burst when it is known within the
+# hold; a lone Workload is written a second later (once, when its pods ran by then), with
+# its Event. Bad news (an unschedulable or refused pod) does not wait.
+LONE_HOLD = BURST_WINDOW
 
 
 _ROUTINE = frozenset({api.Phase.PLACED.value, api.Phase.RUNNING.value})
@@ -116,15 +124,17 @@ def first_write_due(
     phase: str = api.Phase.PLACED.value,
     news: bool = False,
     quiet: float = math.inf,
+    held: bool = False,
 ) -> bool:
     """Whether a decision whose pods were sent `age` seconds ago is written now, with the
     lifecycle `phase` its pods imply; `news`: bad news the phase does not say (a pod
     unschedulable or refused); `burst`: placement is still in a burst; `quiet`: seconds
     since the last burst ended or, later, a held decision's pods were seen running (infinite
-    when neither has happened: Bursts.first_write_due)."""
+    when neither has happened: Bursts.first_write_due); `held`: a decision made outside a
+    burst, in its LONE_HOLD (Placing.lone releases it)."""
     if news or phase not in _ROUTINE or age >= BURST_WRITE_AFTER:
         return True
-    if burst:
+    if burst or held:
         return False
     if phase == api.Phase.RUNNING.value:
         return True
@@ -192,6 +202,7 @@ class Bursts:
 
     def __init__(self) -> None:
         self.active = False
+        self.started = -math.inf
         self.ended = -math.inf
         self.last_run = -math.inf  # when a held decision's pods were last seen running
         self.window = RecentPlacements()
@@ -203,8 +214,18 @@ class Bursts:
         burst = bursting(self.active, pods, before, self.window.span(at))
         if self.active and not burst:
             self.ended = at
+        elif burst and not self.active:
+            self.started = at
         self.active = burst
         return burst
+
+    def lone_fate(self, decided: float, at: float) -> bool | None:
+        """A decision made outside a burst at `decided`, at `at`: True when it is due (its
+        first write and its Placed Event), False when a burst began since (it is one of the
+        burst's: no Event, written as they are), None while it is held (LONE_HOLD)."""
+        if self.active or self.started > decided:
+            return False
+        return True if at - decided >= LONE_HOLD else None
 
     @property
     def placing(self) -> bool:
@@ -223,8 +244,13 @@ class Bursts:
         return (True,) if self.active else (False, self.ended, self.last_run)
 
     def first_write_due(
-        self, at: float, sent: float, phase: str = api.Phase.PLACED.value, news: bool = False
+        self,
+        at: float,
+        sent: float,
+        phase: str = api.Phase.PLACED.value,
+        news: bool = False,
+        held: bool = False,
     ) -> bool:
         """Whether an unwritten decision whose pods were sent at `sent` is due at `at`."""
         quiet = at - max(self.ended, self.last_run)
-        return first_write_due(at - sent, self.active, phase, news, quiet)
+        return first_write_due(at - sent, self.active, phase, news, quiet, held)
