@@ -194,8 +194,15 @@ def test_every_panel_and_rule_returns_series_after_a_burst(
         except AssertionError:
             raise AssertionError(f"panels with no series: {empty}") from None
 
-        waiting = prometheus.query('sum(tessera_workloads{phase="Pending"})')
-        assert float(waiting[0]["value"][1]) >= 1
+        # The gauges trail the statuses by a report (every second) and a scrape.
+        wait_for(
+            "waits counted Pending",
+            lambda: (
+                (v := prometheus.query('sum(tessera_workloads{phase="Pending"})'))
+                and float(v[0]["value"][1]) >= 1
+            ),
+            timeout=10,
+        )
         oldest = prometheus.query("max(tessera_oldest_pending_workload_seconds)")
         assert float(oldest[0]["value"][1]) > 0
         placed = prometheus.query(

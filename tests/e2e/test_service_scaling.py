@@ -47,7 +47,7 @@ def test_a_scale_up_its_pool_has_no_room_for_moves_the_service_whole(ns: Kubectl
     try:
         ns.apply(workload("web", replicas=2, restart="Always", pools=["tight", "roomy"]))
         wait_for("web running on tight", lambda: len(ready_pods(ns, "web")) == 2, timeout=60)
-        assert ns.status("web")["pool"] == "tight"
+        wait_for("web's status on tight", lambda: ns.status("web").get("pool") == "tight")
 
         def moved() -> bool:
             status = ns.status("web")
