@@ -200,8 +200,9 @@ class Placing:
     ) -> None:
         """Creates the pods and records the decision's status as not yet written. The write
         waits: the decision goes out with the workload's first lifecycle status, when the pods
-        run, one write per placement; outside a burst at most LONE_HOLD after the decision
-        (Placing.lone), in a burst later (tessera.world.pacing.first_write_due). The pods
+        run, one write per placement; outside a burst once LONE_HOLD has passed since the
+        decision (Placing.lone), in a burst later (tessera.world.pacing.first_write_due);
+        sooner only on bad news. The pods
         are the record meanwhile: their names and labels say the pool, so a restarted
         operator reads the placement from them (World.placement_of)."""
         message = decision.message or f"placed on {decision.pool}"

@@ -111,7 +111,7 @@ BURST_WRITE_AFTER = 300.0
 # 15-25 Workloads two status writes and an Event each (2.03 writes a single in the default
 # fleet's bursts, against pods + 1). Held, they join the burst when it is known within the
 # hold; a lone Workload is written a second later (once, when its pods ran by then), with
-# its Event. Bad news (an unschedulable or refused pod) does not wait.
+# its Event. Bad news (an unschedulable, refused or failed pod) does not wait.
 LONE_HOLD = BURST_WINDOW
 
 
