@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from tessera.controller.events import _of_live
-from tessera.controller.ledger import CREATED_GRACE, Ledger
+from tessera.controller.ledger import CREATED_GRACE, Hold, Ledger
 from tessera.world.facts import ObjectFacts, Placed, PodFacts, object_facts
 from tessera.world.pacing import PROGRESS_EVERY
 from tessera.world.snapshot import World
@@ -82,31 +82,45 @@ def test_an_unwritten_status_is_due_once_its_pods_are_sent_and_goes_with_its_dec
 
 
 def test_a_held_decision_is_released_once_its_pods_are_sent() -> None:
-    """A decision held before its first write (Placing.lone) is made due at once only after
+    """A decision held before its first write (ledger.Hold) is made due at once only after
     its pods went out: released earlier, a visit would write it over pods still queued. One
     that joined a burst is let go at once, to be written as the burst's are."""
     ledger = Ledger()
     a, b = facts("a", "ua"), facts("b", "ub")
-    entry = ledger.decide(a, PLACED, {"pool": "h100"}, math.inf, held=True)
-    assert ledger.held("ml/a")
+    entry = ledger.decide(a, PLACED, {"pool": "h100"}, math.inf, Hold(1.0, a, "placed"))
+    assert ledger.held("ml/a") and ledger.holds() == [("ml/a", Hold(1.0, a, "placed"))]
     assert not ledger.release("ml/a")  # pods still queued: held on
     assert ledger.held("ml/a") and ledger.unwritten("ml/a") == ({"pool": "h100"}, math.inf)
     ledger.sent("ml/a", entry, 12.5)
-    assert ledger.release("ml/a") and not ledger.held("ml/a")
+    assert ledger.release("ml/a") and not ledger.held("ml/a") and ledger.holds() == []
     assert ledger.unwritten("ml/a") == ({"pool": "h100"}, -math.inf)  # due at once
     ledger.sent("ml/a", entry, 13.0)  # a late send of the released entry moves nothing
     assert ledger.unwritten("ml/a") == ({"pool": "h100"}, -math.inf)
-    ledger.decide(b, PLACED, {"pool": "h100"}, math.inf, held=True)
+    ledger.decide(b, PLACED, {"pool": "h100"}, math.inf, Hold(1.0, b, "placed"))
     assert ledger.release("ml/b", due=False)  # joined a burst: its pods' clock, as theirs
     assert not ledger.held("ml/b") and ledger.unwritten("ml/b") == ({"pool": "h100"}, math.inf)
-    ledger.decide(b, PLACED, {"pool": "h100"}, math.inf, held=True)
-    ledger.forget("ml/b")  # withdrawn in its hold
-    assert not ledger.held("ml/b") and ledger.release("ml/b")
-    # Written on bad news in its hold: once the cache shows it, nothing of it is kept.
-    ledger.decide(b, PLACED, {"pool": "h100"}, math.inf, held=True)
+    ledger.decide(b, PLACED, {"pool": "h100"}, math.inf)  # decided again in a burst: no hold
+    assert not ledger.held("ml/b")
+
+
+def test_a_hold_ends_with_its_decision_withdrawn_or_its_workload_gone() -> None:
+    """A decision withdrawn in its hold (a fallback, a stale spec) lets the hold go, so no
+    Placed Event follows the withdrawal; one written on bad news keeps it (the Placed Event
+    is still due) though the cache shows the status; a deleted workload's goes when the
+    workloads settle."""
+    ledger = Ledger()
+    a, b = facts("a", "ua"), facts("b", "ub")
+    ledger.decide(b, PLACED, {"pool": "h100"}, math.inf, Hold(1.0, b, "placed"))
+    ledger.forget("ml/b")
+    assert not ledger.held("ml/b") and ledger.holds() == []
+    ledger.decide(b, PLACED, {"pool": "h100"}, 2.0, Hold(1.0, b, "placed"))
     ledger.decided({"ml/b": facts("b", "ub", pool="h100", rv="2")})
     ledger.settle_writes(world({"ml/b": b}))
-    assert ledger.unwritten("ml/b") is None and not ledger.held("ml/b")
+    assert ledger.unwritten("ml/b") is None and ledger.held("ml/b")
+    assert ledger.release("ml/b") and ledger.holds() == []
+    ledger.decide(a, PLACED, {"pool": "h100"}, 2.0, Hold(1.0, a, "placed"))
+    ledger.settle_workloads(world({"ml/b": b}), 3.0, full=False)
+    assert ledger.holds() == []
 
 
 def test_a_pod_is_claimed_once_until_the_cache_shows_it_or_its_grace_runs_out() -> None:

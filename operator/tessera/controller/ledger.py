@@ -33,6 +33,16 @@ class Refusal(NamedTuple):
 Unwritten = tuple[dict[str, Any], float]
 
 
+class Hold(NamedTuple):
+    """A decision made outside a burst, held LONE_HOLD before its first write so a burst
+    that begins meanwhile takes it in (tessera.world.pacing.Bursts.lone_fate): when it was
+    decided (monotonic), the workload as read then, and its Placed Event's message."""
+
+    decided: float
+    facts: ObjectFacts
+    message: str
+
+
 def settle_claims(
     created: dict[str, tuple[float, str]], visible: Container[str], copied: float
 ) -> list[tuple[str, float]]:
@@ -78,12 +88,12 @@ class Pass(NamedTuple):
 
 
 class Ledger:
-    """Per workload key: its decision not yet seen in the cache and the decision's status not
-    yet written; the pods claimed or sent but not yet seen; the status write not yet seen
-    (and when it was sent); a progress-only write held back; the API server's refusal of its
-    pods; and what it looked like when last visited. Safe to use from the writer threads:
-    each dict read or write is atomic under the GIL (an operation that writes several, as
-    `decide` does, writes one key in each), and pruning goes over copies."""
+    """Per workload key: its decision not yet seen in the cache, the decision's status not yet
+    written and its hold (Hold); the pods claimed or sent but not yet seen; the status write
+    not yet seen (and when it was sent); a progress-only write held back; the API server's
+    refusal of its pods; and what it looked like when last visited. Safe to use from the
+    writer threads: each dict read or write is atomic under the GIL (an operation that writes
+    several, as `decide` does, writes one key in each), and pruning goes over copies."""
 
     def __init__(self) -> None:
         # key -> this process's placement not yet seen in the cache, and the uid of the
@@ -94,7 +104,7 @@ class Ledger:
         # What `decided` last saw: the workloads by id() (their facts held), the decisions.
         self._checked: tuple[dict[int, str], list[ObjectFacts], set[str]] | None = None
         self._unwritten: dict[str, Unwritten] = {}
-        self._held: set[str] = set()  # unwritten decisions not yet due (Ledger.release)
+        self._holds: dict[str, Hold] = {}  # decisions not yet due (Ledger.release)
         self._pods: dict[str, tuple[float, str]] = {}  # pod key -> (sent at, workload key)
         self._pods_of: set[str] = set()  # the workloads those pods belong to
         self._writing: dict[str, str] = {}  # key -> the resourceVersion written over
@@ -117,19 +127,18 @@ class Ledger:
         placed: Placed,
         status: dict[str, Any],
         sent: float,
-        held: bool = False,
+        hold: Hold | None = None,
     ) -> Unwritten:
         """Records a placement and its status, to be written once its pods are `sent`;
-        `held`: not before it is released (a decision made outside a burst: Placing.lone),
-        unless there is bad news."""
+        with a `hold`, not before it is released (unless there is bad news)."""
         entry = (status, sent)
         self._uids[facts.key] = facts.uid
         self._placed[facts.key] = placed
         self._unwritten[facts.key] = entry
-        if held:
-            self._held.add(facts.key)
+        if hold is not None:
+            self._holds[facts.key] = hold
         else:
-            self._held.discard(facts.key)
+            self._holds.pop(facts.key, None)
         return entry
 
     def assume(self, facts: ObjectFacts, placed: Placed) -> None:
@@ -146,17 +155,21 @@ class Ledger:
     def release(self, key: str, due: bool = True) -> bool:
         """Ends a decision's hold. `due`: its first write is due at once, once its pods went
         out (False while they have not: it stays held); else it is written as a burst's
-        decisions are. True also when it was written or forgotten meanwhile."""
+        decisions are. True also when it was written meanwhile (on bad news)."""
         entry = self._unwritten.get(key)
         if due and entry is not None:
             if entry[1] == math.inf:
                 return False
             self._unwritten[key] = (entry[0], -math.inf)
-        self._held.discard(key)
+        self._holds.pop(key, None)
         return True
 
     def held(self, key: str) -> bool:
-        return key in self._held
+        return key in self._holds
+
+    def holds(self) -> list[tuple[str, Hold]]:
+        """The decisions held, by workload (a copy: releasing one changes the ledger)."""
+        return list(self._holds.items())
 
     def decision(self, key: str) -> Placed | None:
         """This process's placement of a workload, while the cache may not show it."""
@@ -170,7 +183,7 @@ class Ledger:
         self._placed.pop(key, None)
         self._uids.pop(key, None)
         self._unwritten.pop(key, None)
-        self._held.discard(key)
+        self._holds.pop(key, None)  # withdrawn: no Placed Event
         self._lost.pop(key, None)
         self._outgrown.discard(key)
 
@@ -326,8 +339,6 @@ class Ledger:
         later, outside its burst)."""
         for key in self._unwritten.keys() - self._placed.keys():  # in C: a burst holds 10,000
             self._unwritten.pop(key, None)
-        if self._held:
-            self._held = {key for key in self._held if key in self._unwritten}
         workloads = world.workloads
         self._writing = {
             k: rv
@@ -343,6 +354,9 @@ class Ledger:
             self._visited = {k: v for k, v in self._visited.items() if k in workloads}
         self._written_at = {k: t for k, t in self._written_at.items() if at - t < PROGRESS_EVERY}
         self._deferred &= workloads.keys()
+        for key in list(self._holds):
+            if key not in workloads:
+                self._holds.pop(key, None)
         for key in list(self._lost):
             if key not in workloads:
                 self._lost.pop(key, None)

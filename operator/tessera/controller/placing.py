@@ -14,7 +14,7 @@ from tessera.controller import collector
 from tessera.controller.clock import Clock
 from tessera.controller.events import Events
 from tessera.controller.fallback import moves, record_move
-from tessera.controller.ledger import Ledger
+from tessera.controller.ledger import Hold, Ledger
 from tessera.controller.preemption import evict
 from tessera.controller.repairs import record_repair, repairs
 from tessera.controller.specs import parse_spec
@@ -53,26 +53,23 @@ class Placing:
         self.writes, self.ledger, self.events = writes, ledger, events
         self.workers, self.bursts, self.clock = workers, bursts, clock
         self.pending_since: dict[str, float] = {}  # unplaced workload -> monotonic first seen
-        # Decisions made outside a burst, held before their first write (LONE_HOLD): when
-        # decided (monotonic), the workload as read then, and the Placed Event's message.
-        self.lone: dict[str, tuple[float, ObjectFacts, str]] = {}
         # evictions made for each quota's workloads (read by the quota phase)
         self.preemptions: Counter[str] = Counter() if preemptions is None else preemptions
 
     def run(self, world: World, now: datetime) -> None:
         self._place(world, now)
-        self._release_lone(world, self.clock.monotonic())
+        self._release_holds(world, self.clock.monotonic())
 
-    def _release_lone(self, world: World, at: float) -> None:
-        """The held decisions (`lone`) that joined a burst since are the burst's: no Event,
-        written as its decisions are. Those held LONE_HOLD post their Placed Event (unless
-        the workload is gone) and are due at once: this cycle's visits write them, with
-        what their pods show (Running if they run), unless one did on bad news."""
-        for key, (decided, facts, message) in list(self.lone.items()):
+    def _release_holds(self, world: World, at: float) -> None:
+        """The held decisions (made outside a burst) that joined a burst since are the
+        burst's: no Event, written as its decisions are. Those held LONE_HOLD post their
+        Placed Event (unless the workload is gone) and are due at once: this cycle's visits
+        write them, with what their pods show (Running if they run), unless one did on bad
+        news."""
+        for key, (decided, facts, message) in self.ledger.holds():
             fate = self.bursts.lone_fate(decided, at)
             if fate is None or not self.ledger.release(key, due=fate):
                 continue  # held, or its pods not yet sent
-            del self.lone[key]
             current = world.workloads.get(key)
             if not fate:
                 metrics.EVENTS_SKIPPED.labels("Placed").inc()
@@ -201,7 +198,7 @@ class Placing:
         """Creates the pods and records the decision's status as not yet written. The write
         waits: the decision goes out with the workload's first lifecycle status, when the pods
         run, one write per placement; outside a burst once LONE_HOLD has passed since the
-        decision (Placing.lone), in a burst later (tessera.world.pacing.first_write_due);
+        decision (ledger.Hold), in a burst later (tessera.world.pacing.first_write_due);
         sooner only on bad news. The pods
         are the record meanwhile: their names and labels say the pool, so a restarted
         operator reads the placement from them (World.placement_of)."""
@@ -211,10 +208,11 @@ class Placing:
         placed = placed_from(status)
         objective = "custom" if spec.weights else spec.objective.value
         metrics.PLACEMENTS.labels(pool, objective).inc()
+        hold = None
         if burst:  # thousands of routine Events would be a write each, read by no one
             metrics.EVENTS_SKIPPED.labels("Placed").inc()
         else:
-            self.lone[facts.key] = (self.clock.monotonic(), facts, message)
+            hold = Hold(self.clock.monotonic(), facts, message)
         level = logging.DEBUG if burst else logging.INFO  # a burst is summed up in one line
         log.log(level, "placed %s on %s (score %.1f)", facts.key, pool, decision.score or 0)
         # Every replica is claimed now, so no visit sends it too (Writes.send_all).
@@ -223,7 +221,7 @@ class Placing:
         # Kept even when a send fails (the visit retries it). The first write's clock starts
         # once the pods were sent (infinity until then), not at the decision: in a burst of
         # thousands they wait their turn at the API server first.
-        entry = self.ledger.decide(facts, placed, status, math.inf, held=not burst)
+        entry = self.ledger.decide(facts, placed, status, math.inf, hold)
 
         async def deliver() -> None:
             try:

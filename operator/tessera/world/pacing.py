@@ -131,7 +131,7 @@ def first_write_due(
     unschedulable or refused); `burst`: placement is still in a burst; `quiet`: seconds
     since the last burst ended or, later, a held decision's pods were seen running (infinite
     when neither has happened: Bursts.first_write_due); `held`: a decision made outside a
-    burst, in its LONE_HOLD (Placing.lone releases it)."""
+    burst, in its LONE_HOLD (the placing phase releases it: ledger.Hold)."""
     if news or phase not in _ROUTINE or age >= BURST_WRITE_AFTER:
         return True
     if burst or held:
