@@ -123,8 +123,8 @@ def test_an_objective_decides_where_the_example_lands(
     ns: Kubectl, name: str, objective: str, pool: str, fastest_elsewhere: bool
 ) -> None:
     # Without an estimated duration: with one, a pool whose run would end more than 50%
-    # after the soonest is ruled out (finetune-budget's 3 h on an H100 is 24.5 h on an L4),
-    # and the demo's finetune-budget lands on L4 only because llm-pretrain fills the H100s.
+    # after the soonest is ruled out (finetune-budget's 3 h on the fastest NVIDIA pool is
+    # 24.5 h on an L4: the demo's lands on h200-dra, the L4 its runner-up).
     wanted = example(name, estimatedDuration=None)
     assert wanted["spec"]["objective"] == objective
     fastest = example(name, objective="performance", estimatedDuration=None)
