@@ -199,9 +199,9 @@ class Placing:
         waits: the decision goes out with the workload's first lifecycle status, when the pods
         run, one write per placement; outside a burst once LONE_HOLD has passed since the
         decision (ledger.Hold), in a burst later (tessera.world.pacing.first_write_due);
-        sooner only on bad news. The pods
-        are the record meanwhile: their names and labels say the pool, so a restarted
-        operator reads the placement from them (World.placement_of)."""
+        sooner only on bad news. The pods are the record meanwhile: their names and labels
+        say the pool, so a restarted operator reads the placement from them
+        (World.placement_of)."""
         message = decision.message or f"placed on {decision.pool}"
         status = placement_status(facts, decision, now, message)
         pool = decision.pool or ""
