@@ -36,6 +36,7 @@ import fleet_specs as specs  # noqa: E402
 from tessera import api  # noqa: E402
 from tessera.controller.clock import ManualClock  # noqa: E402
 from tessera.controller.pipeline import Controller  # noqa: E402
+from tessera.world.caches import Edits  # noqa: E402
 from tessera.world.facts import ObjectFacts, PodFacts, node_facts, object_facts, pod_facts  # noqa: E402
 
 T = TypeVar("T")
@@ -128,6 +129,10 @@ class Caches:
         self.workloads: dict[str, ObjectFacts] = {}
         self.pods: dict[str, PodFacts] = {}
         self.version = 0
+        self.copies = 0
+        self.edited: dict[str, set[Any] | None] = dict.fromkeys(
+            ("nodes", "pods", "pools", "workloads", "namespaces")
+        )  # None: each cache as if read whole, before the first copy
 
     def _meta(self, meta: dict[str, Any], uid: str) -> dict[str, Any]:
         self.version += 1
@@ -140,6 +145,12 @@ class Caches:
         body["metadata"] = self._meta({**body["metadata"], "generation": 1}, f"uid-{name}")
         facts = object_facts(body)
         self.workloads[facts.key] = facts
+        self._edit("workloads", facts.key)
+
+    def _edit(self, field: str, key: Any) -> None:
+        edited = self.edited[field]
+        if edited is not None:
+            edited.add(key)
 
     def bind(self, pod: dict[str, Any], node: str) -> None:
         pod = copy.deepcopy(pod)
@@ -148,6 +159,7 @@ class Caches:
         pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
         facts = pod_facts(pod)
         self.pods[facts.key] = facts
+        self._edit("pods", facts.key)
 
     def write(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         old = self.workloads[f"{namespace}/{name}"]
@@ -158,10 +170,17 @@ class Caches:
             "status": {**old.status, **status},
         }
         self.workloads[old.key] = object_facts(body)
+        self._edit("workloads", old.key)
 
     def copy(self) -> dict[str, Any]:
         """What Informers.copy hands a cycle."""
+        self.copies += 1
+        edits = Edits(
+            self.copies, {k: None if v is None else frozenset(v) for k, v in self.edited.items()}
+        )
+        self.edited = {k: set() for k in self.edited}
         return {
+            "edits": edits,
             "nodes": dict(self.nodes),
             "pods": list(self.pods.values()),
             "pools": dict(self.pools),

@@ -36,6 +36,25 @@ def pod(name: str, devices: int) -> dict[str, Any]:
     return {"metadata": {"name": name}, "spec": spec}
 
 
+WORKLOAD = {
+    "apiVersion": "tessera.dev/v1alpha1",
+    "kind": "Workload",
+    "metadata": {"name": "w"},
+    "spec": {
+        "accelerator": {"count": 1},
+        "template": {"spec": {"containers": [{"name": "main", "image": "train:1.0"}]}},
+    },
+}
+
+
+def synced(informers: Informers) -> None:
+    """Waits (30 s at most) for every cache to be read whole."""
+    done = threading.Thread(target=informers.wait_synced, daemon=True)
+    done.start()
+    done.join(30)
+    assert not done.is_alive()
+
+
 class Counter:
     def __init__(self) -> None:
         self.calls = 0
@@ -149,13 +168,11 @@ def test_every_cache_fills_and_copies_as_the_world_reads_it(
     informers = Informers(kube, [namespace])
     informers.start()
     try:
-        done = threading.Thread(target=informers.wait_synced, daemon=True)
-        done.start()
-        done.join(30)
-        assert not done.is_alive()
+        synced(informers)
         copied = informers.copy()
         assert set(copied) == {
             "nodes", "pods", "pools", "workloads", "namespaces", "quotas", "slices", "claims",
+            "edits",
         }  # fmt: skip
         assert [(p.namespace, p.name) for p in copied["pods"]] == [(namespace, "p")]
         assert copied["nodes"], "the kwok fleet's nodes are cached"
@@ -178,26 +195,14 @@ def test_a_new_workload_says_it_arrived_and_a_change_to_one_does_not(
     informers = Informers(kube, [namespace])
     informers.start()
     workloads = f"/apis/tessera.dev/v1alpha1/namespaces/{namespace}/workloads"
-    body = {
-        "apiVersion": "tessera.dev/v1alpha1",
-        "kind": "Workload",
-        "metadata": {"name": "w"},
-        "spec": {
-            "accelerator": {"count": 1},
-            "template": {"spec": {"containers": [{"name": "main", "image": "train:1.0"}]}},
-        },
-    }
     try:
-        done = threading.Thread(target=informers.wait_synced, daemon=True)
-        done.start()
-        done.join(30)
-        assert not done.is_alive()
+        synced(informers)
         informers.changed.clear()
         kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod("p", 1))
         assert informers.changed.wait(30)
         assert not informers.arrived.is_set()  # a pod is not an arrival
 
-        kube.request("POST", workloads, body)
+        kube.request("POST", workloads, WORKLOAD)
         assert informers.arrived.wait(30)
         wait_for("the Workload", lambda: f"{namespace}/w" in informers.copy()["workloads"])
 
@@ -209,5 +214,52 @@ def test_a_new_workload_says_it_arrived_and_a_change_to_one_does_not(
         )  # fmt: skip
         assert informers.changed.wait(30)
         assert not informers.arrived.is_set()  # a change to a known Workload is not either
+    finally:
+        informers.stop()
+
+
+def test_each_copy_names_the_keys_changed_since_the_copy_before(
+    kube: Kube, namespace: str, crds: list[str]
+) -> None:
+    """The loop reads which Workloads changed from the caches (Edits), not by comparing two
+    copies: each copy names every key set or deleted since the one before, and one after a
+    whole read names none (None: compare everything)."""
+    informers = Informers(kube, [namespace])
+    informers.start()
+    path = f"/apis/tessera.dev/v1alpha1/namespaces/{namespace}/workloads"
+    key = f"{namespace}/w"
+    serials: list[int] = []
+
+    def edited_until(done: Callable[[dict[str, Any]], bool]) -> set[Any]:
+        """The workload keys the copies name until one shows `done`."""
+        keys: set[Any] = set()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            copied = informers.copy()
+            serials.append(copied["edits"].serial)
+            named = copied["edits"].keys["workloads"]
+            assert named is not None, "a watched change is named, not a whole read"
+            keys |= named
+            if done(copied["workloads"]):
+                return keys
+            time.sleep(0.1)
+        raise AssertionError("timed out")
+
+    try:
+        synced(informers)
+        first = informers.copy()["edits"]
+        assert first.keys["workloads"] is None  # read whole since: compare everything
+        assert informers.copy()["edits"].keys["workloads"] == frozenset()  # nothing since
+
+        kube.request("POST", path, WORKLOAD)
+        assert edited_until(lambda w: key in w) == {key}
+        kube.request(
+            "PATCH", f"{path}/w/status", {"status": {"message": "seen"}},
+            content_type="application/merge-patch+json",
+        )  # fmt: skip
+        assert edited_until(lambda w: w[key].status.get("message") == "seen") == {key}
+        kube.request("DELETE", f"{path}/w")
+        assert edited_until(lambda w: key not in w) == {key}
+        assert serials == list(range(first.serial + 2, first.serial + 2 + len(serials)))
     finally:
         informers.stop()

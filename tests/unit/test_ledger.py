@@ -10,6 +10,7 @@ from typing import Any, cast
 
 from tessera.controller.events import _of_live
 from tessera.controller.ledger import CREATED_GRACE, Hold, Ledger
+from tessera.world.caches import Edits
 from tessera.world.facts import ObjectFacts, Placed, PodFacts, object_facts
 from tessera.world.pacing import PROGRESS_EVERY
 from tessera.world.snapshot import World
@@ -57,6 +58,31 @@ def test_a_decision_made_since_the_last_look_is_looked_at_though_its_workload_is
     ledger.assume(shown, PLACED)
     assert ledger.decision("ml/a") is PLACED
     assert ledger.decided(dict(workloads)) == {}
+
+
+def test_with_the_caches_edits_only_the_workloads_they_name_are_looked_at_again() -> None:
+    """Given the keys each copy of the caches changed (Edits), `decided` looks again at the
+    decisions whose workload they name and those made since; a copy that does not follow
+    the last one it saw tells it nothing, so it looks at every decision."""
+    ledger = Ledger()
+    a, b = facts("a", "ua"), facts("b", "ub")
+    workloads = {"ml/a": a, "ml/b": b}
+    ledger.decided(workloads, Edits(1, {"workloads": None}))
+    for f in (a, b):
+        ledger.decide(f, PLACED, {"pool": "h100"}, -math.inf)
+    assert set(ledger.decided(dict(workloads), Edits(2, {"workloads": frozenset()}))) == {
+        "ml/a", "ml/b",
+    }  # fmt: skip
+    assert ledger.decisions_edited() == {"ml/a", "ml/b"}  # both made since copy 1
+    # Both statuses are now cached, but this copy's edits name only a's.
+    workloads = {"ml/a": facts("a", "ua", pool="h100"), "ml/b": facts("b", "ub", pool="h100")}
+    assert set(ledger.decided(workloads, Edits(3, {"workloads": frozenset({"ml/a"})}))) == {"ml/b"}
+    assert ledger.decisions_edited() == {"ml/a"}
+    # Copy 5 follows copy 3: its edits may miss what copy 4 carried.
+    assert ledger.decided(workloads, Edits(5, {"workloads": frozenset()})) == {}
+    assert ledger.decisions_edited() is None  # nor can the World trust the ledger's
+    ledger.decided(workloads, Edits(6, {"workloads": frozenset()}))
+    assert ledger.decisions_edited() == frozenset()
 
 
 def test_an_unwritten_status_is_due_once_its_pods_are_sent_and_goes_with_its_decision() -> None:

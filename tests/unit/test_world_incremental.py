@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tessera.world.caches import WorldCache
+from tessera.world.caches import Edits, WorldCache
 from tessera.world.facts import ObjectFacts, Placed, PodFacts, node_facts, object_facts
 from tessera.world.snapshot import World
 
@@ -121,22 +121,59 @@ step = st.fixed_dictionaries(
         # Whether placement looks at this World's pools (a cycle with nothing to place
         # does not): the changes meanwhile must still reach the next look.
         "look": st.booleans(),
+        # What the World is told changed since the copy before (Informers.copy, and the
+        # ledger's decisions): nothing (it compares objects); the keys that changed; or a
+        # copy that follows one it never saw, with no keys (it must not trust them).
+        "edits": st.sampled_from(("none", "chained", "gap")),
     }
 )
 
 
-def _world(s: Mapping[str, Any], cache: WorldCache) -> World:
+def _changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> frozenset[str]:
+    """The keys set, replaced or deleted between two copies, as the caches record them."""
+    keys = before.keys() | after.keys()
+    return frozenset(k for k in keys if before.get(k) is not after.get(k))
+
+
+def _with_edits(steps: list[dict[str, Any]]) -> list[tuple[dict[str, Any], Edits | None]]:
+    """Each step with the edits a copy of the caches would carry (the step's `edits`)."""
+    out: list[tuple[dict[str, Any], Edits | None]] = []
+    serial, last = 0, None
+    for s in steps:
+        fields = _fields(s)
+        serial += 1 if s["edits"] != "gap" else 2
+        edits: Edits | None = None
+        if s["edits"] == "chained" and last is not None:
+            keys = {f: _changed(last[f], fields[f]) for f in ("workloads", "recent")}
+            edits = Edits(serial, keys)
+        elif s["edits"] == "gap":
+            edits = Edits(serial, {"workloads": frozenset(), "recent": frozenset()})
+        elif s["edits"] == "chained":
+            edits = Edits(serial, {"workloads": None, "recent": None})  # the first copy
+        out.append(({**s, "_fields": fields}, edits))
+        last = fields
+    return out
+
+
+def _fields(s: Mapping[str, Any]) -> dict[str, Any]:
     recent = {f"ml/{w}": DECISIONS[(w, v)] for w, v in s["recent"].items()}
     if s["fresh"]:
         recent = {k: dataclasses.replace(p) for k, p in recent.items()}
+    workloads = {f"ml/{w}": FACTS[(w, v)] for w, v in s["workloads"].items()}
+    return {"workloads": workloads, "recent": recent}
+
+
+def _world(s: Mapping[str, Any], cache: WorldCache, edits: Edits | None = None) -> World:
+    fields = s.get("_fields") or _fields(s)
     return World(
         nodes=dict(FLEETS[s.get("fleet", 0)]),
         pods=[PODS[(w, r, v)] for (w, r), v in s["pods"].items()],
         pools=dict(POOLS[s["pools"]]),
-        workloads={f"ml/{w}": FACTS[(w, v)] for w, v in s["workloads"].items()},
+        workloads=dict(fields["workloads"]),
         namespaces={},
-        recent=recent,
+        recent=dict(fields["recent"]),
         cache=cache,
+        edits=edits,
     )
 
 
@@ -177,8 +214,8 @@ def test_a_world_over_the_last_ones_cache_matches_one_built_from_nothing(
     steps: list[dict[str, Any]],
 ) -> None:
     cache = WorldCache()
-    for s in steps:
-        world = _world(s, cache)
+    for s, edits in _with_edits(steps):
+        world = _world(s, cache, edits)
         if s["look"]:
             assert _seen(world) == _seen(_world(s, WorldCache()))
 

@@ -22,6 +22,7 @@ from tessera.dra import claim_facts, slice_facts
 from tessera.errors import ApiError, Gone, TesseraError
 from tessera.k8s import Kube
 from tessera.watched import WATCHED
+from tessera.world.caches import Edits
 from tessera.world.facts import namespace_facts, node_facts, object_facts, pod_facts
 
 log = logging.getLogger("tessera.informers")
@@ -104,7 +105,9 @@ class Informer:
     the changes; a paginated LIST where the server has none), then watches it, resuming from
     the last resourceVersion whenever the server ends the watch; reads it whole again only
     when the server no longer has that resourceVersion (410 Gone). `store` is replaced or
-    updated in place by the thread alone; readers copy it (a dict copy is atomic)."""
+    updated in place by the thread alone; readers copy it (`take`), with the keys it
+    changed since the last copy: at 10,000 Workloads, finding them by comparing two copies
+    cost the loop 3-6 ms a cycle (bench/cycles.py)."""
 
     def __init__(
         self,
@@ -117,6 +120,9 @@ class Informer:
         when an object is new to it."""
         self.kube, self.source, self._changed, self._arrived = kube, source, changed, arrived
         self.store: dict[Hashable, Any] = {}
+        # Keys set or deleted since the last `take`; None: the store was read whole since.
+        self._edited: set[Hashable] | None = None
+        self._lock = threading.Lock()  # the store's changes and `_edited` go together
         self.synced = threading.Event()  # set once the whole collection is in the store
         self.lists = 0  # reads of the whole collection: the first, then one per 410 Gone
         self.streaming = True  # the server serves watch-lists (else: LIST, then watch)
@@ -131,6 +137,12 @@ class Informer:
     def stop(self) -> None:
         """Stops at the next event; the thread is a daemon, so exit never waits on a watch."""
         self._stop.set()
+
+    def take(self) -> tuple[dict[Hashable, Any], set[Hashable] | None]:
+        """A copy of the store, and the keys changed since the last copy (None: unknown)."""
+        with self._lock:
+            edited, self._edited = self._edited, set()
+            return self.store.copy(), edited
 
     def _run(self) -> None:
         version: str | None = None
@@ -202,7 +214,8 @@ class Informer:
             if old.get(key) == facts:
                 fresh[key] = old[key]
         self.lists += 1
-        self.store = fresh
+        with self._lock:
+            self.store, self._edited = fresh, None
         if fresh.keys() != old.keys() or any(old[k] is not v for k, v in fresh.items()):
             self._changed()
         self.synced.set()
@@ -232,16 +245,27 @@ class Informer:
                 break
             key = source.key(body)
             facts = None if kind == "DELETED" else source.facts(body)
-            if facts is None:
-                if store.pop(key, None) is not None and not filling:
-                    self._changed()
-            elif (known := store.get(key)) != facts:
-                store[key] = facts
-                if not filling:
-                    if known is None and self._arrived is not None:
-                        self._arrived()
-                    self._changed()
+            known = store.get(key)
+            if known == facts:
+                continue  # no fact changed, or a deletion of what is not kept
+            if filling:  # a fresh store no reader sees yet
+                self._put(store, key, facts)
+                continue
+            with self._lock:
+                self._put(store, key, facts)
+                if self._edited is not None:
+                    self._edited.add(key)
+            if known is None and self._arrived is not None:
+                self._arrived()
+            self._changed()
         return None if filling else version  # cut short while filling: start again
+
+    @staticmethod
+    def _put(store: dict[Hashable, Any], key: Hashable, facts: Any) -> None:
+        if facts is None:
+            del store[key]
+        else:
+            store[key] = facts
 
 
 class Informers:
@@ -252,6 +276,7 @@ class Informers:
         self.changed = threading.Event()
         self.arrived = threading.Event()
         arrivals = {"workloads": self.arrived.set}
+        self.copies = 0  # copies taken (`copy`): each Edits says which it follows
         self.by_field = {
             name: [Informer(kube, s, self.changed.set, arrivals.get(name)) for s in group]
             for name, group in sources(namespaces).items()
@@ -275,11 +300,19 @@ class Informers:
             informer.synced.wait()
 
     def copy(self) -> dict[str, Any]:
-        """One copy of every cache, as the World's fields (pods as a list)."""
+        """One copy of every cache, as the World's fields (pods as a list), with the keys
+        each changed since the copy before (`edits`: tessera.world.caches.Edits)."""
+        self.copies += 1
         copied: dict[str, Any] = {}
+        edited: dict[str, frozenset[Hashable] | None] = {}
         for name, group in self.by_field.items():
             merged: dict[Hashable, Any] = {}
+            keys: set[Hashable] | None = set()
             for informer in group:
-                merged.update(informer.store.copy())
+                store, changed = informer.take()
+                merged.update(store)
+                keys = None if keys is None or changed is None else keys | changed
             copied[name] = list(merged.values()) if name == "pods" else merged
+            edited[name] = None if keys is None else frozenset(keys)
+        copied["edits"] = Edits(self.copies, edited)
         return copied

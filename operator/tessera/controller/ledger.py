@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Container, Iterable, Mapping, Set
+from collections.abc import Container, Mapping, Set
 from typing import Any, NamedTuple
 
-from tessera.world.caches import by_id, changed
+from tessera.world.caches import Edits, by_id, changed
 from tessera.world.facts import ObjectFacts, Placed, placed_of
 from tessera.world.pacing import PROGRESS_EVERY
 from tessera.world.snapshot import World
@@ -31,6 +31,15 @@ class Refusal(NamedTuple):
 # A decision's status not yet written, and the monotonic time its pods were sent (minus
 # infinity: due at once; infinity: its pods are still queued).
 Unwritten = tuple[dict[str, Any], float]
+
+
+class _Checked(NamedTuple):
+    """What Ledger.decided last saw: the copy of the caches it came with (Edits.serial), or
+    else the workloads by id() (their facts held, so no id() is reused)."""
+
+    copy: int | None
+    ids: dict[int, str]
+    held: list[ObjectFacts]
 
 
 class Hold(NamedTuple):
@@ -101,8 +110,13 @@ class Ledger:
         # as one C call (a dict comprehension over a burst's 10,000 was 6 ms a cycle)
         self._placed: dict[str, Placed] = {}
         self._uids: dict[str, str] = {}
-        # What `decided` last saw: the workloads by id() (their facts held), the decisions.
-        self._checked: tuple[dict[int, str], list[ObjectFacts], set[str]] | None = None
+        # What `decided` last saw: the copy of the caches (Edits.serial) or else the
+        # workloads by id() (their facts held), and the decisions.
+        self._checked: _Checked | None = None
+        # Decisions made or dropped since `decided` last ran, and those it saw between its
+        # last two runs where they came with consecutive copies (`decisions_edited`).
+        self._edited: set[str] = set()
+        self._last_edited: frozenset[str] | None = None
         self._unwritten: dict[str, Unwritten] = {}
         self._holds: dict[str, Hold] = {}  # decisions not yet due (Ledger.release)
         self._pods: dict[str, tuple[float, str]] = {}  # pod key -> (sent at, workload key)
@@ -134,6 +148,7 @@ class Ledger:
         entry = (status, sent)
         self._uids[facts.key] = facts.uid
         self._placed[facts.key] = placed
+        self._edited.add(facts.key)
         self._unwritten[facts.key] = entry
         if hold is not None:
             self._holds[facts.key] = hold
@@ -145,6 +160,7 @@ class Ledger:
         """Records a placement whose status is written already (a migration's)."""
         self._uids[facts.key] = facts.uid
         self._placed[facts.key] = placed
+        self._edited.add(facts.key)
 
     def sent(self, key: str, entry: Unwritten, at: float) -> None:
         """The decision's pods went out at `at`: its first write's clock starts (unless the
@@ -181,24 +197,32 @@ class Ledger:
     def forget(self, key: str) -> None:
         """Drops the workload's decision (withdrawn, or built from a stale spec)."""
         self._placed.pop(key, None)
+        self._edited.add(key)
         self._uids.pop(key, None)
         self._unwritten.pop(key, None)
         self._holds.pop(key, None)  # withdrawn: no Placed Event
         self._lost.pop(key, None)
         self._outgrown.discard(key)
 
-    def decided(self, workloads: dict[str, ObjectFacts]) -> dict[str, Placed]:
+    def decided(
+        self, workloads: dict[str, ObjectFacts], edits: Edits | None = None
+    ) -> dict[str, Placed]:
         """Decisions the cache may not show yet, for the next World. A decision is forgotten
         once the cache shows it (or the workload is gone). Only the decisions made since the
-        last call, and those whose workload's facts changed, are looked at: in a burst the
-        decisions are written at its end, and going over all 10,000 each cycle took 11 ms."""
-        ids = by_id(workloads)
-        decisions = self._placed
-        last, self._checked = self._checked, (ids, list(workloads.values()), set(decisions))
-        if last is None:
-            keys: Iterable[str] = list(decisions)
+        last call, and those whose workload's facts changed (`edits`, where the copy of the
+        caches says), are looked at: in a burst the decisions are written at its end, and
+        going over all 10,000 each cycle took 11 ms."""
+        decisions, last = self._placed, self._checked
+        edited: Set[str] | None
+        if edits is not None:
+            self._checked = _Checked(edits.serial, {}, [])
+            edited = edits.since(last.copy if last else None, "workloads")
         else:
-            keys = (changed(last[0], ids) & decisions.keys()) | (decisions.keys() - last[2])
+            ids = by_id(workloads)
+            self._checked = _Checked(None, ids, list(workloads.values()))
+            edited = changed(last.ids, ids) if last and last.copy is None else None
+        made, self._edited = self._edited, set()  # decisions made or dropped since the last
+        keys = list(decisions) if edited is None else (edited | made) & decisions.keys()
         for key in keys:
             facts = workloads.get(key)
             if (
@@ -207,7 +231,16 @@ class Ledger:
                 or _records(facts.status, decisions[key])
             ):
                 del decisions[key], self._uids[key]
+                made.add(key)
+        chained = edits is not None and last is not None and last.copy == edits.serial - 1
+        self._last_edited = frozenset(made) if chained else None
         return dict(decisions)
+
+    def decisions_edited(self) -> frozenset[str] | None:
+        """The workloads whose decision was made, replaced or dropped between what the last
+        two `decided` returned, where they came with consecutive copies of the caches
+        (Edits); None where not known. The World's index takes these as the copy's edits."""
+        return self._last_edited
 
     # --- pods -------------------------------------------------------------------------------
 

@@ -76,9 +76,13 @@ class Controller:
     def world(self, copied: dict[str, Any]) -> World:
         """A World over one copy of the caches (Informers.copy), with this process's
         decisions the cache may not show yet."""
+        edits = copied.get("edits")
+        recent = self.ledger.decided(copied["workloads"], edits)
+        if edits is not None:
+            edits = edits.adding("recent", self.ledger.decisions_edited())
         return World(
-            **copied,
-            recent=self.ledger.decided(copied["workloads"]),
+            **{**copied, "edits": edits},
+            recent=recent,
             cache=self.cache,
             unit_reference=self.unit_reference,
         )
