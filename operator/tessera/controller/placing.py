@@ -113,7 +113,9 @@ class Placing:
                 *(r.pending for r in fixing.values()),
             ]
             with collector.paused():  # a plan leaves no garbage cycles, only live objects
-                decisions = placement.plan(everything, world.snapshot(), now)
+                decisions = placement.plan(
+                    everything, world.snapshot(), now, prepared=world.cache.prepared
+                )
         del pending, everything  # each decision holds its own, released as it is recorded
         moved = [(moving[k], d) for d in decisions if (k := f"{d.namespace}/{d.name}") in moving]
         fixed = [(fixing[k], d) for d in decisions if (k := f"{d.namespace}/{d.name}") in fixing]

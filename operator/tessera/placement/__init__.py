@@ -1,7 +1,7 @@
 """Placement, the pure core: feasibility, scoring, contention, node-level fit, plan, explanations.
 Imports only tessera.api and tessera.catalog: no kopf, kubernetes, prometheus_client or I/O."""
 
-from tessera.placement.cycle import plan
+from tessera.placement.cycle import Prepared, plan
 from tessera.placement.decision import Decision
 from tessera.placement.explain import MAX_CANDIDATES, table
 from tessera.placement.feasibility import satisfies
@@ -26,6 +26,7 @@ __all__ = [
     "PendingWorkload",
     "PoolState",
     "PoolView",
+    "Prepared",
     "Release",
     "Scored",
     "Snapshot",

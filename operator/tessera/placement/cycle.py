@@ -6,7 +6,9 @@ Imports tessera.api and the placement modules only; no clocks, randomness, envir
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 from tessera.placement import explain
 from tessera.placement.contention import Demand, shadow_prices
@@ -17,7 +19,7 @@ from tessera.placement.kinds import signature as _signature
 from tessera.placement.kinds import static as _static
 from tessera.placement.passes import Misses, preempt, run_pass
 from tessera.placement.sharing import Sharing
-from tessera.placement.snapshot import PendingWorkload, PoolView, Snapshot
+from tessera.placement.snapshot import PendingWorkload, PoolState, PoolView, Snapshot
 from tessera.placement.state import PoolWork, Static
 
 # The priced pass is tried once more, the admitted largest first, when it missed at most
@@ -33,21 +35,89 @@ def _order_key(w: PendingWorkload) -> tuple[int, datetime, str, str]:
     return (-w.spec.priority, w.created_at, w.namespace, w.name)
 
 
-def _pools(snapshot: Snapshot, now: datetime) -> list[PoolWork]:
-    """Every pool's working state, fresh from the snapshot: its ready nodes indexed, the
-    tainted ones apart (NodeFit.gated)."""
+class _Begun(NamedTuple):
+    """A pool's working state as a plan begins it, and the PoolState it was made from."""
+
+    state: PoolState
+    view: PoolView
+    fit: NodeFit  # never changed once made: each plan takes a copy
+    releases: tuple[tuple[datetime, str, int], ...]  # (when, node, devices) on ready nodes
+
+
+@dataclass
+class Prepared:
+    """Each pool's working state as the last plan began it, so that the next begins from it:
+    where the pool is the same but for some nodes' free devices (a burst's cycle changes a
+    few dozen of 5,000), only those nodes move in the index; anything else about a node or
+    the pool indexes the pool again. Indexing every node of every pool was 3-4 ms of each
+    cycle at 5,000 nodes (bench/cycles.py). Kept by the caller between plans (the World's
+    cache holds one); a plan decides the same with or without it."""
+
+    pools: dict[str, _Begun] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        self.pools.clear()
+
+
+def _begin(pool: PoolState, last: _Begun | None) -> _Begun:
+    """The pool's working state: from `last` where only free devices moved, else anew."""
+    if last is not None and last.state is pool:
+        return last
+    if last is not None and _same_but_free(last.state, pool):
+        fit = last.fit.copy()
+        releases_moved = False
+        for old, new in zip(last.state.nodes, pool.nodes, strict=True):
+            if old is new:
+                continue
+            if (old.name, old.ready, old.allocatable, old.taints) != (
+                new.name, new.ready, new.allocatable, new.taints,
+            ):  # fmt: skip
+                break
+            fit.set_free(new.name, new.free)
+            releases_moved = releases_moved or old.releases != new.releases
+        else:
+            releases = _releases(pool) if releases_moved else last.releases
+            return _Begun(pool, last.view, fit, releases)
+    view = PoolView.of(pool)
+    gated = [(n.name, n.free) for n in pool.nodes if n.name in view.gated] if view.gated else ()
+    fit = NodeFit(((n.name, n.free) for n in pool.nodes if n.ready), gated)
+    return _Begun(pool, view, fit, _releases(pool))
+
+
+def _same_but_free(a: PoolState, b: PoolState) -> bool:
+    """Whether two states of a pool differ at most in their nodes' free devices and releases
+    (the nodes themselves are compared as they are gone over)."""
+    return (
+        a.name == b.name
+        and a.spec is b.spec
+        and a.accelerator is b.accelerator
+        and a.software == b.software
+        and a.problems == b.problems
+        and a.gated == b.gated
+        and len(a.nodes) == len(b.nodes)
+    )
+
+
+def _releases(pool: PoolState) -> tuple[tuple[datetime, str, int], ...]:
+    return tuple((r.at, n.name, r.devices) for n in pool.nodes if n.ready for r in n.releases)
+
+
+def _pools(snapshot: Snapshot, now: datetime, prepared: Prepared | None = None) -> list[PoolWork]:
+    """Every pool's working state, fresh from the snapshot (begun from `prepared`'s, where
+    given): its ready nodes indexed, the tainted ones apart (NodeFit.gated)."""
     out = []
+    last = prepared.pools if prepared is not None else {}
+    begun: dict[str, _Begun] = {}
     for p in sorted(snapshot.pools, key=lambda p: p.name):
-        view = PoolView.of(p)
-        gated = [(n.name, n.free) for n in p.nodes if n.name in view.gated] if view.gated else ()
-        fit = NodeFit(((n.name, n.free) for n in p.nodes if n.ready), gated)
+        b = begun[p.name] = _begin(p, last.get(p.name))
         releases = sorted(
-            (max((r.at - now).total_seconds(), 0.0), n.name, r.devices)
-            for n in p.nodes
-            if n.ready
-            for r in n.releases
+            (max((at - now).total_seconds(), 0.0), node, devices)
+            for at, node, devices in b.releases
         )
-        out.append(PoolWork(view=view, fit=fit, releases=releases))
+        fit = b.fit.copy() if prepared is not None else b.fit
+        out.append(PoolWork(view=b.view, fit=fit, releases=releases))
+    if prepared is not None:
+        prepared.pools = begun
     return out
 
 
@@ -64,6 +134,7 @@ def plan(
     now: datetime,
     *,
     shown: int | None = explain.MAX_CANDIDATES,
+    prepared: Prepared | None = None,
 ) -> list[Decision]:
     """Decide placements for the pending workloads over one snapshot, in priority then age
     order (ties by namespace and name; with quotas, their fair order); each placement is
@@ -81,8 +152,9 @@ def plan(
     admitted.
 
     Each decision lists `shown` candidates (what a status keeps); None lists every pool
-    considered, as `tessera plan` and `tessera explain` show them."""
-    untouched = _pools(snapshot, now)  # the auction reads it, then the second pass takes it
+    considered, as `tessera plan` and `tessera explain` show them. `prepared`: the pools'
+    working state as the last plan began it, which this one begins from (and keeps)."""
+    untouched = _pools(snapshot, now, prepared)  # the auction reads it, the second pass takes it
     pools = _copies(untouched)
     statics: dict[tuple[object, ...], Static] = {}
     tests: dict[tuple[object, ...], Feasibility] = {}  # the pools' tests, shared by kinds
@@ -129,7 +201,7 @@ def plan(
         if serial > 2:
             for st in statics.values():
                 st.quota = dict(shares[id(st)])
-        pools_now = untouched if serial == 2 else _pools(snapshot, now)
+        pools_now = untouched if serial == 2 else _pools(snapshot, now, prepared)
         order = [*first, *rest]
         # The first try may miss a few admitted (then the retry); the retry none. Prices
         # that scatter more are no packing detail: another pass won't do.

@@ -117,6 +117,17 @@ class NodeFit:
         self.version += 1
         self._rooms.clear()
 
+    def set_free(self, name: str, free: int) -> None:
+        """A node's free devices are now `free` (a plan starts from the last one's index,
+        tessera.placement.cycle.Prepared); a node outside the index is left out still."""
+        if name in self.free:
+            self._move(name, self.free[name], free)
+        elif name in self.gated:
+            self.gated[name] = free
+        else:
+            return
+        self._rooms.clear()
+
     def _move(self, name: str, old: int, new: int) -> None:
         if old > 0:
             names = self.levels[old]

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tessera.placement.cycle import Prepared
 from tessera.placement.snapshot import PoolState
 from tessera.world.facts import NodeFacts, ObjectFacts, Placed, PodFacts
 
@@ -158,6 +159,9 @@ class WorldCache:
     # nodes), from which World.pool_state builds the next. Emptied when placement has
     # nothing to do (`forget_node_states`): 5,000 NodeStates hold about 2 MB.
     pool_states: dict[str, tuple[PoolState, Any, Any, Any, PoolState]] = field(default_factory=dict)
+    # Each pool's working state as the last plan began it, from which the next begins
+    # (tessera.placement.cycle.Prepared): emptied with the NodeStates it holds.
+    prepared: Prepared = field(default_factory=Prepared)
     # Each pool's nodes that take no new pods (and those only tainted), with the membership
     # they were computed over.
     unfit: tuple[Any, dict[str, dict[str, str]], dict[str, dict[str, Any]]] | None = None
@@ -168,3 +172,4 @@ class WorldCache:
 
     def forget_node_states(self) -> None:
         self.pool_states = {}
+        self.prepared.clear()
