@@ -120,6 +120,37 @@ class WorkloadIndex:
     recent: dict[int, str] = field(default_factory=dict)
     held: tuple[Any, ...] = ()
     copy: int | None = None  # the copy of the caches (Edits.serial) last indexed, if known
+
+    def edited(
+        self, workloads: dict[str, ObjectFacts], recent: dict[str, Placed], edits: Edits | None
+    ) -> set[str] | None:
+        """The workloads whose facts or decision changed since the index was last brought up
+        to date (None: not known, index them all), noting what the next call compares with:
+        this copy's number where the caches and the ledger say what changed (Edits), else
+        the workloads and decisions by id() (held, so no id() is reused)."""
+        if edits is not None:
+            facts = edits.since(self.copy, "workloads")
+            decisions = edits.since(self.copy, "recent")
+            self.copy, self.workloads, self.recent, self.held = edits.serial, {}, {}, ()
+            return None if facts is None or decisions is None else set(facts | decisions)
+        ids, decided = by_id(workloads), by_id(recent)
+        keys = None
+        if self.copy is None:  # else the index followed copies: no ids to compare with
+            keys = changed(self.workloads, ids) | changed(self.recent, decided)
+        self.copy, self.workloads, self.recent = None, ids, decided
+        self.held = (list(workloads.values()), list(recent.values()))
+        return keys
+
+    def emptied(self, pools_key: Any) -> WorkloadIndex:
+        """An empty index (all to be redone) that compares with what this one would next."""
+        return WorkloadIndex(
+            pools_key=pools_key,
+            workloads=self.workloads,
+            recent=self.recent,
+            held=self.held,
+            copy=self.copy,
+        )
+
     pools_key: Any = None  # WorldCache.pools_key when computed (the same object, or all again)
 
 

@@ -19,15 +19,7 @@ from tessera.catalog import REFERENCE_MODEL, Accelerator
 from tessera.dra import ClaimFacts, SliceFacts
 from tessera.placement.sharing import Holding, QuotaState
 from tessera.placement.snapshot import NAME_LABEL, NodeState, PoolState, Release, Taint
-from tessera.world.caches import (
-    Edits,
-    PodIndex,
-    WorkloadIndex,
-    WorldCache,
-    add_devices,
-    by_id,
-    changed,
-)
+from tessera.world.caches import Edits, PodIndex, WorkloadIndex, WorldCache, add_devices
 from tessera.world.dra import fold
 from tessera.world.exclusions import active
 from tessera.world.facts import (
@@ -285,19 +277,14 @@ class World(Placements):
         decision (this process's, not yet in the cache) or pods changed since the last
         World; for all when a pool's spec or nodes changed."""
         r = self.cache.workloads
-        edited, r.copy, r.workloads, r.recent = self._edited(r)
+        edited = r.edited(self.workloads, self.recent, self.edits)
         if edited is None or r.pools_key is not self.cache.pools_key or self.layout.rebuilt:
-            since = r.copy, r.workloads, r.recent
-            r = self.cache.workloads = WorkloadIndex(pools_key=self.cache.pools_key)
-            r.copy, r.workloads, r.recent = since
+            r = self.cache.workloads = r.emptied(self.cache.pools_key)
             keys = self.workloads.keys() | self.recent.keys()
             self.cache.placed = {k: v for k, v in self.cache.placed.items() if k in keys}
         else:
             keys = edited | pods_changed
             self.changes = frozenset(keys)
-        r.held = (
-            (list(self.workloads.values()), list(self.recent.values())) if r.copy is None else ()
-        )
         for key in keys:
             resource, promised = r.promised.pop(key, ("", ()))
             for node, count in promised:
@@ -328,23 +315,6 @@ class World(Placements):
                 r.promised[key] = (resource, promised)
             for node, count in promised:
                 add_devices(r.totals, node, ((resource, count),), 1)
-
-    def _edited(
-        self, r: WorkloadIndex
-    ) -> tuple[set[str] | None, int | None, dict[int, str], dict[int, str]]:
-        """The workloads whose facts or decision changed since the index was brought up to
-        date (None: not known, all), and what the next World compares with: this copy's
-        number where the caches and the ledger say what changed (Edits), else the
-        workloads and decisions by id()."""
-        if self.edits is not None:
-            facts = self.edits.since(r.copy, "workloads")
-            decisions = self.edits.since(r.copy, "recent")
-            both = None if facts is None or decisions is None else facts | decisions
-            return (None if both is None else set(both)), self.edits.serial, {}, {}
-        workloads, recent = by_id(self.workloads), by_id(self.recent)
-        if r.copy is not None:
-            return None, None, workloads, recent  # the index followed copies: no ids
-        return changed(r.workloads, workloads) | changed(r.recent, recent), None, workloads, recent
 
     def _promised(self, key: str) -> tuple[str, tuple[tuple[str, int], ...]]:
         """The device-plugin resource and (node, devices) a workload's unbound replicas hold."""
