@@ -110,8 +110,8 @@ class Ledger:
         # as one C call (a dict comprehension over a burst's 10,000 was 6 ms a cycle)
         self._placed: dict[str, Placed] = {}
         self._uids: dict[str, str] = {}
-        # What `decided` last saw: the copy of the caches (Edits.serial) or else the
-        # workloads by id() (their facts held), and the decisions.
+        # What `decided` last saw: the copy of the caches (Edits.serial), or else the
+        # workloads by id() (their facts held).
         self._checked: _Checked | None = None
         # Decisions made or dropped since `decided` last ran, and those it saw between its
         # last two runs where they came with consecutive copies (`decisions_edited`).

@@ -120,6 +120,7 @@ class WorkloadIndex:
     recent: dict[int, str] = field(default_factory=dict)
     held: tuple[Any, ...] = ()
     copy: int | None = None  # the copy of the caches (Edits.serial) last indexed, if known
+    pools_key: Any = None  # WorldCache.pools_key when computed (the same object, or all again)
 
     def edited(
         self, workloads: dict[str, ObjectFacts], recent: dict[str, Placed], edits: Edits | None
@@ -150,8 +151,6 @@ class WorkloadIndex:
             held=self.held,
             copy=self.copy,
         )
-
-    pools_key: Any = None  # WorldCache.pools_key when computed (the same object, or all again)
 
 
 @dataclass
