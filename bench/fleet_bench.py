@@ -99,6 +99,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="repeats of every side's bursts and backlogs, in rotated order "
         "(default: 5 at the default and large scales, 1 at a custom one)",
     )
+    parser.add_argument(
+        "--bare-repeats",
+        type=int,
+        help="run the bare scheduler (context, no target) in the first K repeats only "
+        "(default: every repeat)",
+    )
     parser.add_argument("--timeout", type=float, default=120, help="base timeout of each wait (s)")
     parser.add_argument("--results-dir", type=Path, default=HERE / "results")
     parser.add_argument("--keep-state", action="store_true", help="keep the state dir and logs")
@@ -114,6 +120,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.repeats = args.repeats if args.repeats is not None else REPEATS[args.name]
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    args.bare_repeats = args.repeats if args.bare_repeats is None else args.bare_repeats
+    if not 0 <= args.bare_repeats <= args.repeats:
+        parser.error("--bare-repeats must be between 0 and --repeats")
     args.warm_up = min(args.workloads, WARM_UP) if args.warm_up is None else args.warm_up
     quick = SCALES["custom"] if custom and args.workloads <= 100 else scale
     args.idle_seconds = args.idle_seconds if args.idle_seconds is not None else quick["idle"]
@@ -212,6 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "warmSeconds": args.warm_seconds,
             "warmUpWorkloads": args.warm_up,
             "repeats": args.repeats,
+            "bareRepeats": args.bare_repeats,
             "fullPassSeconds": FULL_PASS,
         },
         "fleet": [

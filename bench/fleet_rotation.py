@@ -20,7 +20,7 @@ import fleet_restart
 import fleet_setup
 from fleet_cleanup import cleanup
 from fleet_context import Bench, pods_made
-from fleet_stats import rotation
+from fleet_stats import sides_of
 
 MIXES = ("singles", "gangs")
 Mixes = dict[str, list[dict[str, Any]]]
@@ -54,7 +54,8 @@ def tessera_alone(bench: Bench, mixes: Mixes) -> None:
 
 
 def repeats(bench: Bench, mixes: Mixes) -> None:
-    """bench.args.repeats repeats of every side's bursts and backlog, in rotated order,
+    """bench.args.repeats repeats of every side's bursts and backlog, in rotated order
+    (the bare scheduler's in the first bench.args.bare_repeats only: fleet_stats.sides_of),
     each phase cleaned up before the next; results["repeats"] gets one record a repeat
     as soon as each side is measured. The latency samples are kept for the first repeat
     only (the chart's). The floor and the bare scheduler create the pods Tessera made in
@@ -69,7 +70,7 @@ def repeats(bench: Bench, mixes: Mixes) -> None:
     records: list[dict[str, Any]] = bench.results.setdefault("repeats", [])
     n = bench.args.repeats
     for i in range(n):
-        order = rotation(i)
+        order = sides_of(i, bench.args.bare_repeats)
         load = [round(x, 2) for x in os.getloadavg()]
         record: dict[str, Any] = {"order": order, "loadAverageAtStart": load}
         records.append(record)

@@ -22,6 +22,15 @@ def rotation(repeat: int, sides: Sequence[str] = SIDES) -> list[str]:
     return list(sides[k:]) + list(sides[:k])
 
 
+def sides_of(repeat: int, bare_repeats: int) -> list[str]:
+    """The sides repeat `repeat` (from 0) runs, in order: all three in the first
+    `bare_repeats` repeats, then Tessera and the floor alone, in the order `rotation` gives
+    them. The bare scheduler is context, not a target's baseline, and at 5,000 nodes its
+    unpinned pods take ten minutes of each repeat's thirty-five."""
+    order = rotation(repeat)
+    return order if repeat < bare_repeats else [s for s in order if s != "baseline"]
+
+
 def spread(values: Iterable[float | None]) -> dict[str, Any] | None:
     """n, median, min and max of the values measured (None: not measured in that repeat,
     left out); None where none was measured."""

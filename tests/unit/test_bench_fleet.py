@@ -697,6 +697,22 @@ def test_the_sides_run_in_an_order_rotated_each_repeat() -> None:
         assert sorted(o[k] for o in orders[:3]) == ["baseline", "floor", "tessera"]
 
 
+def test_the_bare_scheduler_runs_in_the_first_bare_repeats_only() -> None:
+    assert fleet_stats.sides_of(0, 1) == ["tessera", "floor", "baseline"]
+    assert fleet_stats.sides_of(1, 1) == ["floor", "tessera"]
+    assert fleet_stats.sides_of(2, 1) == ["tessera", "floor"]
+    assert fleet_stats.sides_of(2, 3) == fleet_stats.rotation(2)
+    assert [fleet_stats.sides_of(i, 0) for i in range(2)] == [
+        ["tessera", "floor"],
+        ["floor", "tessera"],
+    ]
+    assert fleet_bench.parse_args(["--repeats", "3"]).bare_repeats == 3
+    assert fleet_bench.parse_args(["--repeats", "3", "--bare-repeats", "1"]).bare_repeats == 1
+    for bad in ("4", "-1"):
+        with pytest.raises(SystemExit):
+            fleet_bench.parse_args(["--repeats", "3", "--bare-repeats", bad])
+
+
 def test_a_spread_is_median_min_max_of_what_was_measured() -> None:
     s = fleet_stats.spread([1.0, None, 3.0, 2.0, 10.0])
     assert s == {"n": 4, "median": 2.5, "min": 1.0, "max": 10.0, "values": [1.0, 3.0, 2.0, 10.0]}
