@@ -198,6 +198,8 @@ def fleet_repeated(r: dict[str, Any]) -> Iterator[Row]:
         if c["figure"].startswith(FLEET_CONTEXT):
             tessera, floor = (fleet_spread(c[side], c["unit"]) for side in ("tessera", "floor"))
             bare = fleet_spread(c["baseline"], c["unit"])
+            if c["baseline"] and c["baseline"]["n"] < runs:  # run in the first repeats only
+                bare += f" ({c['baseline']['n']} of {runs} repeats)"
             target = f"{c['figure']} (context, no target)"
             baseline = f"floor {floor}; bare scheduler, pods not pinned: {bare}"
             yield name, target, f"Tessera {tessera}", baseline, "-"

@@ -104,6 +104,13 @@ def test_a_fleet_run_of_repeats_shows_spreads_verdicts_and_the_bare_scheduler_as
                 "baseline": {"n": 5, "median": 240.5, "min": 230.0, "max": 250.0},
             },
             {"figure": "CPU ms per pod, the whole machine, singles", "unit": " ms"},
+            {
+                "figure": "creation to all bound p99, gangs",
+                "unit": " s",
+                "tessera": {"n": 5, "median": 4.0, "min": 4.0, "max": 4.0},
+                "floor": {"n": 5, "median": 3.5, "min": 3.5, "max": 3.5},
+                "baseline": {"n": 1, "median": 9.0, "min": 9.0, "max": 9.0},
+            },
         ],
     }
     (tmp_path / "fleet-default.json").write_text(json.dumps(run))
@@ -123,6 +130,13 @@ def test_a_fleet_run_of_repeats_shows_spreads_verdicts_and_the_bare_scheduler_as
             "bound pods/s, singles (context, no target)",
             "Tessera 190.0/s [180.0, 200.0]",
             "floor 196.0/s; bare scheduler, pods not pinned: 240.5/s [230.0, 250.0]",
+            "-",
+        ),
+        (
+            name,
+            "creation to all bound p99, gangs (context, no target)",
+            "Tessera 4.0 s",
+            "floor 3.5 s; bare scheduler, pods not pinned: 9.0 s (1 of 5 repeats)",
             "-",
         ),
     ]
