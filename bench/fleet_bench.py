@@ -27,6 +27,7 @@ sys.path.insert(0, str(HERE.parent / "hack"))
 import cluster as local_cluster  # noqa: E402  (hack/cluster.py)
 import fleet_idle  # noqa: E402
 import fleet_report as report  # noqa: E402
+import fleet_resume  # noqa: E402
 import fleet_rotation  # noqa: E402
 import fleet_setup  # noqa: E402
 import fleet_specs as specs  # noqa: E402
@@ -55,23 +56,27 @@ def run(bench: Bench) -> None:
     rotated order (fleet_rotation.py); every phase is cleaned up before the next. Each
     figure goes into bench.results as soon as it is measured, so a run that fails later
     still reports what it measured; bench.step names the phase for the report of a
-    failed run."""
+    failed run. Resuming an earlier run (--resume), only the set-up, the warm-up and the
+    repeats it lacks."""
     a, r = bench.args, bench.results
     fleet_setup.setup(bench)
+    if a.earlier is not None:
+        fleet_resume.check_versions(a.earlier, report.versions(bench.server_version))
     if a.warm_up:
         bench.step = "warm-up"
         warm_up, phase = fleet_warmup.warm_up(bench, a.warm_up)
         cleanup(bench, phase)
         r["warmUp"] = warm_up
     fleet_setup.start_operator(bench)
-    bench.step = "operator idle"
-    r["operator"] = {"idle": fleet_idle.at_rest(bench)}
     mixes = {
         "singles": specs.singles(a.workloads, bench.pools, ""),
         "gangs": specs.gangs(a.workloads, bench.pools, ""),
     }
-    fleet_rotation.tessera_alone(bench, mixes)
-    fleet_rotation.repeats(bench, mixes)
+    if a.earlier is None:
+        bench.step = "operator idle"
+        r["operator"] = {"idle": fleet_idle.at_rest(bench)}
+        fleet_rotation.tessera_alone(bench, mixes)
+    fleet_rotation.repeats(bench, mixes, a.first_repeat)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -105,6 +110,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="run the bare scheduler (context, no target) in the first K repeats only "
         "(default: every repeat)",
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="add the repeats the scale's results file lacks, up to --repeats (same operator "
+        "source and parameters; runs the set-up, the warm-up and those repeats only)",
+    )
     parser.add_argument("--timeout", type=float, default=120, help="base timeout of each wait (s)")
     parser.add_argument("--results-dir", type=Path, default=HERE / "results")
     parser.add_argument("--keep-state", action="store_true", help="keep the state dir and logs")
@@ -120,6 +131,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.repeats = args.repeats if args.repeats is not None else REPEATS[args.name]
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    args.earlier, args.first_repeat = None, 0
+    if args.resume:
+        try:
+            args.earlier = json.loads(results_path(args).read_text())
+        except (OSError, ValueError) as err:
+            parser.error(f"--resume: no earlier results to add to: {err}")
+        if args.bare_repeats is None:
+            args.bare_repeats = args.earlier["parameters"]["bareRepeats"]
     args.bare_repeats = args.repeats if args.bare_repeats is None else args.bare_repeats
     if not 0 <= args.bare_repeats <= args.repeats:
         parser.error("--bare-repeats must be between 0 and --repeats")
@@ -127,14 +146,43 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     quick = SCALES["custom"] if custom and args.workloads <= 100 else scale
     args.idle_seconds = args.idle_seconds if args.idle_seconds is not None else quick["idle"]
     args.warm_seconds = args.warm_seconds if args.warm_seconds is not None else quick["warm"]
+    if args.earlier is not None:
+        digest = report.source()["operatorDigest"]
+        try:
+            args.first_repeat = fleet_resume.check(args.earlier, parameters(args), digest)
+        except fleet_resume.ResumeError as err:
+            parser.error(f"--resume {results_path(args)}: {err}")
     return args
+
+
+def parameters(args: argparse.Namespace) -> dict[str, Any]:
+    """What the run measured: with the machine, what its figures depend on."""
+    return {
+        "nodes": args.nodes,
+        "pools": args.pools,
+        "devicesPerNode": 8,
+        "workloads": args.workloads,
+        "gangSizes": list(specs.GANG_SIZES),
+        "clientThreads": args.threads,
+        "clientPodsPerSecond": args.rate,  # None: as fast as the client can
+        "idleSeconds": args.idle_seconds,
+        "warmSeconds": args.warm_seconds,
+        "warmUpWorkloads": args.warm_up,
+        "repeats": args.repeats,
+        "bareRepeats": args.bare_repeats,
+        "fullPassSeconds": FULL_PASS,
+    }
+
+
+def results_path(args: argparse.Namespace) -> Path:
+    paced = f"-rate{args.rate:g}" if args.rate else ""
+    return args.results_dir / f"fleet-{args.name}{paced}.json"
 
 
 def write(args: argparse.Namespace, result: dict[str, Any]) -> tuple[Path, Path | None]:
     """The JSON results and, where there are latencies, the chart of their distributions."""
     args.results_dir.mkdir(parents=True, exist_ok=True)
-    paced = f"-rate{args.rate:g}" if args.rate else ""
-    out = args.results_dir / f"fleet-{args.name}{paced}.json"
+    out = results_path(args)
     png = out.with_suffix(".png")
     p = result["parameters"]
     title = (
@@ -178,7 +226,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             run(bench)
             ok = True
-    except (BenchError, local_cluster.ClusterError, urllib3.exceptions.HTTPError) as err:
+    except (
+        BenchError,
+        fleet_resume.ResumeError,
+        local_cluster.ClusterError,
+        urllib3.exceptions.HTTPError,
+    ) as err:
         failed = str(err) or type(err).__name__
         print(f"fleet benchmark failed ({bench.step}): {failed}", file=sys.stderr)
     except Exception as err:  # a bug in the harness: what was measured is still written
@@ -197,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"state and logs kept in {state}", file=sys.stderr)
     if not bench.results:
         return 1  # failed before measuring anything: no results to write
+    # The digest, not the commit: a commit made during the run changes no operator file.
+    changed = report.source()["operatorDigest"] != code["operatorDigest"]
     result: dict[str, Any] = {
         "benchmark": "fleet",
         "scale": args.name,
@@ -204,26 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "durationSeconds": round(time.monotonic() - bench.started, 1),
         "machine": {**report.machine(), "loadAverageAtStart": load_at_start},
         "versions": report.versions(bench.server_version),
-        # The digest, not the commit: a commit made during the run changes no operator file.
-        "source": {
-            **code,
-            "operatorChangedDuringRun": report.source()["operatorDigest"] != code["operatorDigest"],
-        },
-        "parameters": {
-            "nodes": args.nodes,
-            "pools": args.pools,
-            "devicesPerNode": 8,
-            "workloads": args.workloads,
-            "gangSizes": list(specs.GANG_SIZES),
-            "clientThreads": args.threads,
-            "clientPodsPerSecond": args.rate,  # None: as fast as the client can
-            "idleSeconds": args.idle_seconds,
-            "warmSeconds": args.warm_seconds,
-            "warmUpWorkloads": args.warm_up,
-            "repeats": args.repeats,
-            "bareRepeats": args.bare_repeats,
-            "fullPassSeconds": FULL_PASS,
-        },
+        "source": {**code, "operatorChangedDuringRun": changed},
+        "parameters": parameters(args),
         "fleet": [
             {"pool": g["name"], "group": g["group"], "zone": g["zone"], "nodes": g["count"]}
             for g in bench.groups
@@ -232,9 +269,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     if failed:
         result.update(failed=failed, failedIn=bench.step)
+    if args.earlier is not None:
+        result = fleet_resume.merge(args.earlier, result, args.first_repeat)
     result["targets"] = fleet_targets.targets(result)
     result["context"] = fleet_targets.context(result)
-    if result["source"]["operatorChangedDuringRun"]:
+    if changed:
         bench.say("warning: operator/ changed during the run; the figures mix two versions")
     out, png = write(args, result)
     written = f"{out} and {png}" if png else f"{out} (no latencies to chart)"

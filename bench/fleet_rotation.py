@@ -53,13 +53,15 @@ def tessera_alone(bench: Bench, mixes: Mixes) -> None:
     cleanup(bench, phase)
 
 
-def repeats(bench: Bench, mixes: Mixes) -> None:
-    """bench.args.repeats repeats of every side's bursts and backlog, in rotated order
+def repeats(bench: Bench, mixes: Mixes, first: int = 0) -> None:
+    """Repeats `first` (from 0) to bench.args.repeats of every side's bursts and backlog
+    (before `first`: measured by the run this one resumes, fleet_resume.py), in rotated order
     (the bare scheduler's in the first bench.args.bare_repeats only: fleet_stats.sides_of),
     each phase cleaned up before the next; results["repeats"] gets one record a repeat
     as soon as each side is measured. The latency samples are kept for the first repeat
     only (the chart's). The floor and the bare scheduler create the pods Tessera made in
-    the first repeat, which it runs first (rotation(0)): bodies from an undisturbed burst
+    this run's first repeat, which it runs first (rotation(0); fleet_resume.check): bodies
+    from an undisturbed burst
     (after a SIGKILL mid-burst, some of a gang's pods can differ from the rest)."""
     pods: Pods = {}
     runs: dict[str, Callable[[Bench, str, Mixes, Pods, dict[str, Any]], None]] = {
@@ -69,7 +71,7 @@ def repeats(bench: Bench, mixes: Mixes) -> None:
     }
     records: list[dict[str, Any]] = bench.results.setdefault("repeats", [])
     n = bench.args.repeats
-    for i in range(n):
+    for i in range(first, n):
         order = sides_of(i, bench.args.bare_repeats)
         load = [round(x, 2) for x in os.getloadavg()]
         record: dict[str, Any] = {"order": order, "loadAverageAtStart": load}

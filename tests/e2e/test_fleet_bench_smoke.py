@@ -102,3 +102,59 @@ def test_fleet_benchmark_runs_and_reports_every_figure(tmp_path: Path) -> None:
     assert ratio["median"] > 0 and ratio["min"] <= ratio["median"] <= ratio["max"]
     context = {c["figure"]: c for c in r["context"]}
     assert context["bound pods/s, gangs"]["baseline"]["median"] > 0
+
+
+def test_a_resumed_run_adds_the_missing_repeats(tmp_path: Path) -> None:
+    """An earlier run's two repeats (made up here, as a run cut short would have left them),
+    then a run with --resume measures the third only: the set-up, the warm-up, then Tessera
+    and the floor, and writes the three together."""
+    sys.path.append(str(REPO / "bench"))
+    import fleet_bench  # bench/fleet_bench.py: the benchmark's runner
+    import fleet_report
+
+    argv = ["--nodes", "16", "--pools", "2", "--workloads", "12", "--idle-seconds", "3"]
+    argv += ["--warm-seconds", "2", "--results-dir", str(tmp_path)]
+    pinned = fleet_report.versions(None)
+    args = fleet_bench.parse_args([*argv, "--repeats", "2", "--bare-repeats", "1"])
+    phases = {"tessera": ("singles", "gangs", "backlog"), "floor": ("singles", "gangs", "backlog")}
+    phases["baseline"] = ("singles", "gangs")
+    made_up = {"operatorPodsCreatedPerSecond": 1.0, "podsCreatedPerSecond": 1.0}
+    made_up |= {"pods": 12, "workloads": 12}
+    repeats = [
+        {"order": order} | {side: {p: dict(made_up) for p in phases[side]} for side in order}
+        for order in (["tessera", "floor", "baseline"], ["floor", "tessera"])
+    ]
+    earlier = {
+        "benchmark": "fleet",
+        "startedAt": "2026-12-01T00:00:00+00:00",
+        "source": {"commit": "c" * 40, **fleet_report.source()},
+        "versions": fleet_report.versions(pinned["KUBERNETES_VERSION"]),  # the server's too
+        "parameters": fleet_bench.parameters(args),
+        "tesseraAlone": {"singles": {"workloads": 12}},
+        "repeats": repeats,
+    }
+    (tmp_path / "fleet-custom.json").write_text(json.dumps(earlier))
+
+    run = [sys.executable, str(REPO / "bench" / "fleet_bench.py"), *argv]
+    run += ["--repeats", "3", "--resume"]
+    proc = subprocess.run(run, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "repeat 3 of 3: tessera, then floor" in proc.stdout
+    assert "repeat 1 of 3" not in proc.stdout and "operator idle:" not in proc.stdout
+    assert "restart: SIGKILL" not in proc.stdout
+
+    r = json.loads((tmp_path / "fleet-custom.json").read_text())
+    assert r["repeats"][:2] == repeats and r["parameters"]["repeats"] == 3
+    assert r["tesseraAlone"] == earlier["tesseraAlone"] and "idle" not in r
+    [resumed] = r["resumed"]
+    assert resumed["repeats"] == [3] and resumed["warmUp"]["workloads"] == 12
+    assert resumed["source"]["operatorDigest"] == earlier["source"]["operatorDigest"]
+    third = r["repeats"][2]
+    assert third["order"] == ["tessera", "floor"]
+    for mix in ("singles", "gangs"):
+        t, f = third["tessera"][mix], third["floor"][mix]
+        assert t["integrity"]["ok"], t["integrity"]
+        assert f["pods"] == t["pods"] and f["unbound"] == 0  # the pods Tessera made in repeat 3
+    targets = {t["target"]: t for t in r["targets"]}
+    created = targets["pods created/s, Tessera / floor, burst of gangs"]
+    assert created["spread"]["n"] == 3  # the made-up repeats' 1.0 and the one measured
