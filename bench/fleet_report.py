@@ -85,8 +85,8 @@ def source() -> dict[str, Any]:
 def _show(value: Any) -> str:
     if value is None:
         return "-"
-    if isinstance(value, float):
-        return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
+    if isinstance(value, float):  # to the thousandth: 2.003 pods + 1 shows, not "2"
+        return f"{round(value, 3):,g}" if abs(value) < 100 else f"{value:,.0f}"
     return str(value)
 
 

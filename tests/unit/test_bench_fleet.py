@@ -847,6 +847,10 @@ def test_a_workloads_writes_count_its_events_and_not_the_pools() -> None:
         rep["tessera"]["singles"]["apiWrites"]["operator"]["byCategory"]["event"] = 2
     writes = targets(result(reps))["operator writes per Workload to Running, singles"]
     assert writes["measured"] == 2.2 and writes["verdict"] == "not met"  # (10 + 10 + 2) / 10
+    # 26 Events over 10,000 singles in one repeat of five: the table shows why it is undecided
+    figure = fleet_stats.spread([2.0, 2.0, 2.0026])
+    row = {"target": "writes", "threshold": "<= 2.00", "spread": figure, "verdict": "undecided"}
+    assert "2 [2, 2.003]  undecided" in fleet_report.table([row])
 
 
 def test_exactly_pods_plus_one_writes_meets_the_target_whatever_the_rounding() -> None:
