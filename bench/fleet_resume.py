@@ -10,13 +10,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet_stats import sides_of
+from fleet_targets import PHASES as ALL_PHASES
 
-# The phases each side measures in a repeat (fleet_rotation.py): a record missing one was
-# cut short, and is run again.
+# The phases each side measures in a repeat (fleet_rotation.py; the bare scheduler has no
+# backlog): a record missing one was cut short, and is run again.
 PHASES = {
-    "tessera": ("singles", "gangs", "backlog"),
-    "floor": ("singles", "gangs", "backlog"),
-    "baseline": ("singles", "gangs"),
+    "tessera": ALL_PHASES,
+    "floor": ALL_PHASES,
+    "baseline": tuple(p for p in ALL_PHASES if p != "backlog"),
 }
 # What must match for repeats of two runs to be one sample: the fleet, the load offered...
 SAME_PARAMETERS = ("nodes", "pools", "devicesPerNode", "workloads", "gangSizes")

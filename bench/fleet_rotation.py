@@ -61,8 +61,8 @@ def repeats(bench: Bench, mixes: Mixes, first: int = 0) -> None:
     as soon as each side is measured. The latency samples are kept for the first repeat
     only (the chart's). The floor and the bare scheduler create the pods Tessera made in
     this run's first repeat, which it runs first (rotation(0); fleet_resume.check): bodies
-    from an undisturbed burst
-    (after a SIGKILL mid-burst, some of a gang's pods can differ from the rest)."""
+    from an undisturbed burst (after a SIGKILL mid-burst, some of a gang's pods can differ
+    from the rest)."""
     pods: Pods = {}
     runs: dict[str, Callable[[Bench, str, Mixes, Pods, dict[str, Any]], None]] = {
         "tessera": tessera,

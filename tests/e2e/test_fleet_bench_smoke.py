@@ -111,17 +111,16 @@ def test_a_resumed_run_adds_the_missing_repeats(tmp_path: Path) -> None:
     sys.path.append(str(REPO / "bench"))
     import fleet_bench  # bench/fleet_bench.py: the benchmark's runner
     import fleet_report
+    from fleet_resume import PHASES
 
     argv = ["--nodes", "16", "--pools", "2", "--workloads", "12", "--idle-seconds", "3"]
     argv += ["--warm-seconds", "2", "--results-dir", str(tmp_path)]
     pinned = fleet_report.versions(None)
     args = fleet_bench.parse_args([*argv, "--repeats", "2", "--bare-repeats", "1"])
-    phases = {"tessera": ("singles", "gangs", "backlog"), "floor": ("singles", "gangs", "backlog")}
-    phases["baseline"] = ("singles", "gangs")
     made_up = {"operatorPodsCreatedPerSecond": 1.0, "podsCreatedPerSecond": 1.0}
     made_up |= {"pods": 12, "workloads": 12}
     repeats = [
-        {"order": order} | {side: {p: dict(made_up) for p in phases[side]} for side in order}
+        {"order": order} | {side: {p: dict(made_up) for p in PHASES[side]} for side in order}
         for order in (["tessera", "floor", "baseline"], ["floor", "tessera"])
     ]
     earlier = {
